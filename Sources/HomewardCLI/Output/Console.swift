@@ -1,0 +1,78 @@
+import Foundation
+import HomewardProtocol
+
+/// Where the CLI writes: results on stdout, one line at a time and flushed at once (a script
+/// or test reading a pipe sees each line as it happens), notes and the live status line on stderr.
+public final class Console: @unchecked Sendable {
+    public let json: Bool
+    private let lock = NSLock()
+    private var statusShown = false
+    /// Printed after each line when an interactive shell is waiting for input.
+    var prompt: String?
+
+    public init(json: Bool) {
+        self.json = json
+    }
+
+    public static let stderrIsTerminal = isatty(STDERR_FILENO) == 1
+    public static let stdinIsTerminal = isatty(STDIN_FILENO) == 1
+
+    /// A result or event: `human` by default, `machine` as one JSON line with `--json`.
+    func emit(_ human: @autoclosure () -> String, json machine: @autoclosure () -> JSONValue) {
+        if json { line(JSONWriter.string(machine())) } else { line(human()) }
+    }
+
+    /// A line for humans only: skipped with `--json`.
+    func say(_ text: @autoclosure () -> String) {
+        if !json { line(text()) }
+    }
+
+    func line(_ text: String) {
+        lock.withLock {
+            clearStatus()
+            // In the shell, an event may arrive while the prompt is showing: replace the prompt
+            // line with the event, then show the prompt again below it.
+            Self.write(prompt.map { "\r\u{1B}[K" + text + "\n" + $0 } ?? text + "\n", to: STDOUT_FILENO)
+        }
+    }
+
+    /// A note for the person at the terminal (progress, reconnects): stderr, also with `--json`.
+    func note(_ text: String) {
+        lock.withLock {
+            clearStatus()
+            Self.write(text + "\n", to: STDERR_FILENO)
+        }
+    }
+
+    /// Rewrites the single live status line on a terminal; does nothing when stderr is not one.
+    func status(_ text: String) {
+        guard Self.stderrIsTerminal else { return }
+        lock.withLock {
+            Self.write("\r\u{1B}[K" + text, to: STDERR_FILENO)
+            statusShown = true
+        }
+    }
+
+    func endStatus() {
+        lock.withLock { clearStatus() }
+    }
+
+    /// Unbuffered: each line leaves the process when it is written.
+    static func write(_ text: String, to fd: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return  // a closed pipe: nobody is reading any more
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+
+    private func clearStatus() {
+        guard statusShown else { return }
+        Self.write("\r\u{1B}[K", to: STDERR_FILENO)
+        statusShown = false
+    }
+}

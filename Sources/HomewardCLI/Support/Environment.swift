@@ -1,0 +1,9 @@
+import Foundation
+
+enum Environment {
+    /// A non-empty environment variable.
+    static func value(_ name: String) -> String? {
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else { return nil }
+        return value
+    }
+}

@@ -1,0 +1,60 @@
+import HomewardProtocol
+
+/// A panic alarm, active until its owner cancels it.
+public struct Alarm: Sendable, Equatable {
+    public static let defaultText = "I need help. Please check on me now."
+
+    public let id: String
+    public let owner: String
+    public let text: String
+    public let position: Position?
+    public let createdAt: Int64
+    /// Raised by the relay on the owner's behalf (safety extensions).
+    public let auto: Bool
+    public private(set) var recipients: [String]
+    public private(set) var acked: [String] = []
+    /// When each recipient was first sent the alarm.
+    public var deliveredAt: [String: Int64] = [:]
+    /// How often it has been sent again because nobody acknowledged it, and when the next time is due.
+    public var repeats = 0
+    public var nextRepeatAt: Int64?
+
+    public init(id: String, owner: String, text: String, position: Position?, createdAt: Int64,
+                auto: Bool = false, recipients: [String]) {
+        self.id = id
+        self.owner = owner
+        self.text = text
+        self.position = position
+        self.createdAt = createdAt
+        self.auto = auto
+        self.recipients = recipients
+    }
+
+    public mutating func acknowledge(by username: String) -> Bool {
+        guard !acked.contains(username) else { return false }
+        acked.append(username)
+        return true
+    }
+
+    public mutating func removeRecipient(_ username: String) {
+        recipients.removeAll { $0 == username }
+        acked.removeAll { $0 == username }
+        deliveredAt[username] = nil
+    }
+
+    /// Restores acknowledgements read back from storage.
+    public mutating func restore(acked: [String]) { self.acked = acked }
+
+    public func json(owner profile: UserProfile) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("alarmId", .string(id)),
+            ("from", profile.json),
+            ("text", .string(text)),
+            ("position", position?.json ?? .null),
+            ("createdAt", .int(createdAt)),
+            ("acked", .strings(acked)),
+        ]
+        if auto { members.append(("auto", true)) }
+        return .object(members)
+    }
+}

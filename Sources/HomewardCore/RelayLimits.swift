@@ -1,0 +1,22 @@
+/// Per-account limits the core enforces.
+public struct RelayLimits: Sendable {
+    public var maxConnectionsPerUser = 16
+    /// Failed logins allowed per username, and per client address, within `loginFailureWindow`.
+    public var loginFailuresPerUsername = 10
+    public var loginFailuresPerAddress = 50
+    public var loginFailureWindow: Int64 = 15 * 60 * 1000
+    /// Password hashes computed at once; more registrations or logins wait their turn.
+    public var concurrentPasswordHashes = 4
+
+    public init() {}
+}
+
+/// The timings of the safety extensions, in milliseconds.
+public struct SafetySettings: Sendable, Equatable {
+    /// How long the owner of an active session may be without a connection before observers are told.
+    public var lostContactGrace: Int64 = 60_000
+    public var alarmRepeatInterval: Int64 = 30_000
+    public var alarmRepeatMax = 10
+
+    public init() {}
+}

@@ -1,0 +1,43 @@
+import HomewardProtocol
+
+extension RelayState {
+    /// Creates an account; the password is already hashed.
+    public mutating func register(username: String, name: String?, passwordHash: String, now: Int64) throws(RelayError) -> Outcome {
+        guard users[username] == nil else { throw .conflict("username \(username) is taken") }
+        let displayName = name.flatMap { $0.isEmpty ? nil : $0 } ?? username
+        let profile = UserProfile(username: username, name: displayName)
+        users[username] = profile
+        var outcome = Outcome()
+        outcome.changes.append(.createUser(profile, passwordHash: passwordHash, at: now))
+        return outcome
+    }
+
+    /// What a user missed while offline, sent right after each successful authentication.
+    public func backlog(for username: String) -> [JSONValue] {
+        var messages: [JSONValue] = []
+        for requester in (incoming[username] ?? []).sorted() {
+            messages.append(Message.event("friend.request", [("from", profile(requester).json)]))
+        }
+        for id in (sessionsByInvitee[username] ?? []).sorted() {
+            guard let session = sessions[id], session.state(of: username) == .invited else { continue }
+            messages.append(Message.event("session.invite", [("session", session.json(owner: profile(session.owner)))]))
+        }
+        let addressed = (alarmsByRecipient[username] ?? []).compactMap { alarms[$0] }
+        for alarm in addressed.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
+            messages.append(Message.event("alarm", [("alarm", alarm.json(owner: profile(alarm.owner)))]))
+        }
+        return messages
+    }
+
+    /// Records that the backlog's alarms reached `username`.
+    public mutating func markAlarmsDelivered(to username: String, now: Int64) -> [StoreChange] {
+        var changes: [StoreChange] = []
+        for id in alarmsByRecipient[username] ?? [] {
+            guard var alarm = alarms[id], alarm.deliveredAt[username] == nil else { continue }
+            alarm.deliveredAt[username] = now
+            alarms[id] = alarm
+            changes.append(.saveAlarm(alarm))
+        }
+        return changes
+    }
+}

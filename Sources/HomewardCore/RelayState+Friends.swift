@@ -1,0 +1,125 @@
+import HomewardProtocol
+
+extension RelayState {
+    public mutating func requestFriend(_ actor: String, _ target: String, now: Int64) throws(RelayError) -> Outcome {
+        guard actor != target else { throw .invalid("you cannot befriend yourself") }
+        try requireUser(target)
+        guard !areFriends(actor, target) else { throw .conflict("already friends with \(target)") }
+        guard !(outgoing[actor]?.contains(target) ?? false) else { throw .conflict("already asked \(target)") }
+        var outcome = Outcome()
+        if incoming[actor]?.contains(target) ?? false {
+            // They asked us first: asking back is accepting.
+            return try acceptFriend(actor, target, now: now)
+        }
+        incoming[target, default: []].insert(actor)
+        outgoing[actor, default: []].insert(target)
+        outcome.changes.append(.addFriendRequest(from: actor, to: target, at: now))
+        outcome.send("friend.request", to: target, [("from", profile(actor).json)])
+        outcome.reply = [("status", "requested")]
+        return outcome
+    }
+
+    public mutating func acceptFriend(_ actor: String, _ requester: String, now: Int64) throws(RelayError) -> Outcome {
+        guard actor != requester else { throw .invalid("you cannot befriend yourself") }
+        try requireUser(requester)
+        guard !areFriends(actor, requester) else { throw .conflict("already friends with \(requester)") }
+        guard incoming[actor]?.contains(requester) ?? false else { throw .notFound("no friend request from \(requester)") }
+        var outcome = Outcome()
+        dropRequest(from: requester, to: actor, into: &outcome)
+        dropRequest(from: actor, to: requester, into: &outcome)
+        link(actor, requester)
+        outcome.changes.append(.addFriendship(actor, requester, at: now))
+        outcome.send("friend.added", to: actor, [("user", profile(requester).json)])
+        outcome.send("friend.added", to: requester, [("user", profile(actor).json)])
+        outcome.reply = [("status", "friends"), ("user", profile(requester).json)]
+        return outcome
+    }
+
+    public mutating func declineFriend(_ actor: String, _ requester: String) throws(RelayError) -> Outcome {
+        guard actor != requester else { throw .invalid("you cannot befriend yourself") }
+        try requireUser(requester)
+        guard incoming[actor]?.contains(requester) ?? false else { throw .notFound("no friend request from \(requester)") }
+        var outcome = Outcome()
+        dropRequest(from: requester, to: actor, into: &outcome)
+        outcome.send("friend.declined", to: requester, [("username", .string(actor))])
+        return outcome
+    }
+
+    /// Ends a friendship, or withdraws a pending request to `other`.
+    public mutating func removeFriend(_ actor: String, _ other: String) throws(RelayError) -> Outcome {
+        guard actor != other else { throw .invalid("you cannot unfriend yourself") }
+        try requireUser(other)
+        var outcome = Outcome()
+        if !areFriends(actor, other) {
+            guard outgoing[actor]?.contains(other) ?? false else { throw .notFound("\(other) is not your friend") }
+            dropRequest(from: actor, to: other, into: &outcome)
+            outcome.reply = [("status", "withdrawn")]
+            return outcome
+        }
+        friends[actor]?.remove(other)
+        friends[other]?.remove(actor)
+        outcome.changes.append(.removeFriendship(actor, other))
+        outcome.send("friend.removed", to: other, [("username", .string(actor))])
+        unlinkSessionsAndAlarms(actor, other, into: &outcome)
+        unlinkSessionsAndAlarms(other, actor, into: &outcome)
+        for (owner, removed) in [(actor, other), (other, actor)] where contacts[owner]?.contains(removed) ?? false {
+            contacts[owner]?.removeAll { $0 == removed }
+            outcome.changes.append(.setAlarmContacts(owner: owner, contacts[owner] ?? []))
+        }
+        return outcome
+    }
+
+    public func friendList(_ actor: String, presence: some PresenceView) -> Outcome {
+        var outcome = Outcome()
+        let list: [JSONValue] = friends(of: actor).map { friend in
+            let user = profile(friend)
+            return [
+                "username": .string(user.username), "name": .string(user.name),
+                "online": .bool(presence.isOnline(friend)),
+                "lastSeen": presence.lastSeen(friend).map(JSONValue.int) ?? .null,
+            ]
+        }
+        outcome.reply = [
+            ("friends", .array(list)),
+            ("incoming", .array((incoming[actor] ?? []).sorted().map { profile($0).json })),
+            ("outgoing", .array((outgoing[actor] ?? []).sorted().map { profile($0).json })),
+        ]
+        return outcome
+    }
+
+    public static let searchLimit = 20
+
+    public func searchUsers(_ query: String) -> Outcome {
+        var outcome = Outcome()
+        let matches = users.keys.filter { $0.hasPrefix(query) }.sorted().prefix(Self.searchLimit)
+        outcome.reply = [("users", .array(matches.map { profile($0).json }))]
+        return outcome
+    }
+
+    private mutating func dropRequest(from: String, to: String, into outcome: inout Outcome) {
+        guard incoming[to]?.remove(from) != nil else { return }
+        outgoing[from]?.remove(to)
+        outcome.changes.append(.removeFriendRequest(from: from, to: to))
+    }
+
+    /// Takes `other` out of `owner`'s session and alarms, telling `other`.
+    private mutating func unlinkSessionsAndAlarms(_ owner: String, _ other: String, into outcome: inout Outcome) {
+        if let id = sessionByOwner[owner], var session = sessions[id], session.state(of: other) != nil {
+            session.remove(other)
+            sessions[id] = session
+            sessionsByInvitee[other]?.remove(id)
+            outcome.changes.append(.saveSession(session))
+            outcome.send("session.ended", to: other, [("sessionId", .string(id)), ("reason", "unfriended")])
+            outcome.audienceChanged.insert(owner)
+        }
+        for id in alarmsByOwner[owner] ?? [] {
+            guard var alarm = alarms[id], alarm.recipients.contains(other) else { continue }
+            alarm.removeRecipient(other)
+            alarms[id] = alarm
+            alarmsByRecipient[other]?.remove(id)
+            outcome.changes.append(.saveAlarm(alarm))
+            outcome.send("alarm.cancelled", to: other, [("alarmId", .string(id)), ("reason", "unfriended")])
+            outcome.audienceChanged.insert(owner)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import HomewardProtocol
+
+/// The safety extensions: the relay watching over a walk when the walker's phone cannot.
+///
+/// Every schedule is data in the sessions and alarms (and so survives a restart); `fireDue`
+/// does whatever is due at a given time, and `nextDeadline` says when to call it next.
+extension RelayState {
+    public mutating func checkIn(_ actor: String, _ id: String, checkInBy: Int64?) throws(RelayError) -> Outcome {
+        guard var session = sessions[id] else { throw .notFound("no active session \(id)") }
+        guard session.owner == actor else { throw .forbidden("only the owner can check in") }
+        session.checkInBy = checkInBy
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        outcome.reply = [("session", session.json(owner: profile(actor)))]
+        return outcome
+    }
+
+    /// The destination of `owner`'s active session, for the position path to test against.
+    public func destination(of owner: String) -> (sessionId: String, destination: Destination)? {
+        guard let session = ownSession(of: owner), let destination = session.destination else { return nil }
+        return (session.id, destination)
+    }
+
+    /// A position of the owner fell inside the destination of session `id`.
+    public mutating func arrive(_ id: String, now: Int64) -> Outcome {
+        guard sessions[id]?.destination != nil else { return Outcome() }
+        return finishSession(id, reason: "arrived", now: now)
+    }
+
+    public mutating func ownerWentOffline(_ owner: String, at time: Int64) {
+        guard sessionByOwner[owner] != nil else { return }
+        offlineOwners[owner] = time
+    }
+
+    /// The owner is connected again: observers who were told contact was lost hear it is back.
+    public mutating func ownerCameBack(_ owner: String) -> Outcome {
+        offlineOwners[owner] = nil
+        var outcome = Outcome()
+        guard let id = sessionByOwner[owner], var session = sessions[id], session.lostSince != nil else { return outcome }
+        session.lostSince = nil
+        sessions[id] = session
+        outcome.changes.append(.saveSession(session))
+        for observer in session.observers {
+            outcome.send("session.resumed", to: observer, [("sessionId", .string(id))])
+        }
+        return outcome
+    }
+
+    /// The earliest time anything is scheduled, if anything is.
+    public func nextDeadline() -> Int64? {
+        var next: Int64?
+        func consider(_ time: Int64?) {
+            if let time, time < next ?? .max { next = time }
+        }
+        for session in sessions.values {
+            consider(session.expiresAt)
+            consider(session.checkInBy)
+            if session.lostSince == nil, let since = offlineOwners[session.owner] { consider(since + safety.lostContactGrace) }
+        }
+        for alarm in alarms.values { consider(alarm.nextRepeatAt) }
+        return next
+    }
+
+    /// Does everything due at `now`: expiries, missed check-ins, lost contact, alarm repeats.
+    public mutating func fireDue(now: Int64, presence: some PresenceView) -> Outcome {
+        var outcome = Outcome()
+        for id in sessions.keys.sorted() {
+            guard let session = sessions[id] else { continue }
+            if let expiry = session.expiresAt, expiry <= now {
+                outcome.merge(finishSession(id, reason: "expired", now: now))
+                continue
+            }
+            if let deadline = session.checkInBy, deadline <= now {
+                outcome.merge(missedCheckIn(id, deadline: deadline, now: now, presence: presence))
+            }
+            if session.lostSince == nil, let since = offlineOwners[session.owner], since + safety.lostContactGrace <= now {
+                outcome.merge(lostContact(id, since: since, presence: presence))
+            }
+        }
+        for id in alarms.keys.sorted() {
+            if let due = alarms[id]?.nextRepeatAt, due <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
+        }
+        return outcome
+    }
+
+    private mutating func missedCheckIn(_ id: String, deadline: Int64, now: Int64, presence: some PresenceView) -> Outcome {
+        guard var session = sessions[id] else { return Outcome() }
+        // Cleared first, so each missed deadline raises exactly one alarm.
+        session.checkInBy = nil
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        var recipients = session.observers
+        for contact in contacts[session.owner] ?? [] where !recipients.contains(contact) { recipients.append(contact) }
+        if recipients.isEmpty { recipients = friends(of: session.owner) }
+        let text = "\(profile(session.owner).name) missed their check-in"
+        if let raised = try? raiseAlarm(session.owner, Request.AlarmRaise(text: text), presence: presence, now: now,
+                                         auto: true, recipients: recipients) {
+            outcome.merge(raised)
+        }
+        outcome.reply = []
+        return outcome
+    }
+
+    private mutating func lostContact(_ id: String, since: Int64, presence: some PresenceView) -> Outcome {
+        guard var session = sessions[id] else { return Outcome() }
+        session.lostSince = since
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        let fields: [(String, JSONValue)] = [
+            ("sessionId", .string(id)),
+            ("lastPosition", presence.lastPosition(session.owner)?.json ?? .null),
+            ("since", .int(presence.lastSeen(session.owner) ?? since)),
+        ]
+        for observer in session.observers { outcome.send("session.lost", to: observer, fields) }
+        return outcome
+    }
+
+    private mutating func repeatAlarm(_ id: String, now: Int64, presence: some PresenceView) -> Outcome {
+        guard var alarm = alarms[id] else { return Outcome() }
+        var outcome = Outcome()
+        guard alarm.acked.isEmpty, alarm.repeats < safety.alarmRepeatMax else {
+            alarm.nextRepeatAt = nil
+            alarms[id] = alarm
+            outcome.changes.append(.saveAlarm(alarm))
+            return outcome
+        }
+        alarm.repeats += 1
+        // After downtime the schedule restarts from now rather than firing every missed repeat at once.
+        alarm.nextRepeatAt = alarm.repeats < safety.alarmRepeatMax ? now + safety.alarmRepeatInterval : nil
+        alarms[id] = alarm
+        outcome.changes.append(.saveAlarm(alarm))
+        let fields: [(String, JSONValue)] = [("alarm", alarm.json(owner: profile(alarm.owner))), ("repeat", .int(Int64(alarm.repeats)))]
+        for recipient in alarm.recipients where presence.isOnline(recipient) {
+            outcome.send("alarm", to: recipient, fields)
+        }
+        return outcome
+    }
+}
+
+extension Outcome {
+    mutating func merge(_ other: Outcome) {
+        events.append(contentsOf: other.events)
+        changes.append(contentsOf: other.changes)
+        audienceChanged.formUnion(other.audienceChanged)
+    }
+}

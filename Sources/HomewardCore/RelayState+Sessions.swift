@@ -1,0 +1,140 @@
+import HomewardProtocol
+
+extension RelayState {
+    public mutating func startSession(_ owner: String, invite: [String]?, note: String?, now: Int64) throws(RelayError) -> Outcome {
+        try startSession(owner, SessionOptions(invite: invite, note: note), now: now)
+    }
+
+    public mutating func startSession(_ owner: String, _ options: SessionOptions, now: Int64) throws(RelayError) -> Outcome {
+        guard sessionByOwner[owner] == nil else { throw .conflict("you already have an active session") }
+        let invitees = try checkInvitees(owner, options.invite ?? friends(of: owner))
+        var session = FollowSession(id: makeID("s_"), owner: owner, note: options.note, startedAt: now)
+        session.checkInBy = options.checkInBy
+        session.destination = options.destination
+        session.expiresAt = options.ttl.map { now + $0 * 1000 }
+        for invitee in invitees { session.set(.invited, for: invitee) }
+        index(session)
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        outcome.audienceChanged.insert(owner)
+        let json = session.json(owner: profile(owner))
+        for invitee in invitees { outcome.send("session.invite", to: invitee, [("session", json)]) }
+        outcome.reply = [("session", json)]
+        return outcome
+    }
+
+    public mutating func inviteToSession(_ actor: String, _ id: String, invite: [String]) throws(RelayError) -> Outcome {
+        var session = try ownedSession(actor, id)
+        var invited: [String] = []
+        for invitee in try checkInvitees(actor, invite) where session.state(of: invitee) != .accepted {
+            // A re-invitation after a decline or leave is a fresh invitation.
+            if session.state(of: invitee) != .invited { invited.append(invitee) }
+            session.set(.invited, for: invitee)
+            sessionsByInvitee[invitee, default: []].insert(id)
+        }
+        sessions[id] = session
+        var outcome = Outcome()
+        let json = session.json(owner: profile(actor))
+        if !invited.isEmpty { outcome.changes.append(.saveSession(session)) }
+        for invitee in invited { outcome.send("session.invite", to: invitee, [("session", json)]) }
+        outcome.reply = [("session", json)]
+        return outcome
+    }
+
+    public mutating func acceptSession(_ actor: String, _ id: String, presence: some PresenceView) throws(RelayError) -> Outcome {
+        var session = try invitedSession(actor, id)
+        switch session.state(of: actor) {
+        case .accepted: throw .conflict("you already follow this session")
+        case .invited: break
+        default: throw .forbidden("you are not invited to this session")
+        }
+        session.set(.accepted, for: actor)
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        outcome.audienceChanged.insert(session.owner)
+        outcome.send("session.accepted", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
+        outcome.reply = [
+            ("session", session.json(owner: profile(session.owner))),
+            ("position", presence.lastPosition(session.owner)?.json ?? .null),
+        ]
+        return outcome
+    }
+
+    public mutating func declineSession(_ actor: String, _ id: String) throws(RelayError) -> Outcome {
+        var session = try invitedSession(actor, id)
+        switch session.state(of: actor) {
+        case .invited: break
+        case .accepted: throw .conflict("you already follow this session; leave it instead")
+        default: throw .conflict("you already declined or left this session")
+        }
+        session.set(.declined, for: actor)
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        outcome.send("session.declined", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
+        return outcome
+    }
+
+    public mutating func leaveSession(_ actor: String, _ id: String) throws(RelayError) -> Outcome {
+        var session = try invitedSession(actor, id)
+        guard session.state(of: actor) == .accepted else { throw .forbidden("you are not following this session") }
+        session.set(.left, for: actor)
+        sessions[id] = session
+        var outcome = Outcome()
+        outcome.changes.append(.saveSession(session))
+        outcome.audienceChanged.insert(session.owner)
+        outcome.send("session.left", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
+        return outcome
+    }
+
+    public mutating func endSession(_ actor: String, _ id: String, now: Int64) throws(RelayError) -> Outcome {
+        _ = try ownedSession(actor, id)
+        return finishSession(id, reason: "ended", now: now)
+    }
+
+    /// Ends an active session for `reason`, telling every invitee.
+    public mutating func finishSession(_ id: String, reason: String, now: Int64) -> Outcome {
+        var outcome = Outcome()
+        guard let session = sessions[id] else { return outcome }
+        unindex(session: id)
+        outcome.changes.append(.endSession(id: id, reason: reason, at: now))
+        outcome.audienceChanged.insert(session.owner)
+        for invitee in session.invitees {
+            outcome.send("session.ended", to: invitee, [("sessionId", .string(id)), ("reason", .string(reason))])
+        }
+        return outcome
+    }
+
+    public func listSessions(_ actor: String) -> Outcome {
+        var outcome = Outcome()
+        let mine = (sessionsByInvitee[actor] ?? []).compactMap { sessions[$0] }.sorted { $0.startedAt < $1.startedAt }
+        outcome.reply = [
+            ("own", ownSession(of: actor).map { $0.json(owner: profile(actor)) } ?? .null),
+            ("following", .array(mine.filter { $0.state(of: actor) == .accepted }.map { $0.json(owner: profile($0.owner)) })),
+            ("invites", .array(mine.filter { $0.state(of: actor) == .invited }.map { $0.json(owner: profile($0.owner)) })),
+        ]
+        return outcome
+    }
+
+    private func checkInvitees(_ owner: String, _ names: [String]) throws(RelayError) -> [String] {
+        for name in names {
+            guard name != owner else { throw .invalid("you cannot invite yourself") }
+            try requireUser(name)
+            guard areFriends(owner, name) else { throw .forbidden("\(name) is not your friend") }
+        }
+        return names
+    }
+
+    private func ownedSession(_ actor: String, _ id: String) throws(RelayError) -> FollowSession {
+        guard let session = sessions[id] else { throw .notFound("no active session \(id)") }
+        guard session.owner == actor else { throw .forbidden("only the owner can do that") }
+        return session
+    }
+
+    private func invitedSession(_ actor: String, _ id: String) throws(RelayError) -> FollowSession {
+        guard let session = sessions[id] else { throw .notFound("no active session \(id)") }
+        guard session.state(of: actor) != nil else { throw .forbidden("you are not invited to this session") }
+        return session
+    }
+}

@@ -1,0 +1,108 @@
+import HomewardProtocol
+
+/// Everything durable the relay knows, held in memory, and the rules that change it.
+///
+/// A value type with no I/O: every operation takes the acting user and the time, checks the
+/// contract's rules and returns an `Outcome`. The `Relay` persists the outcome's changes before
+/// anyone hears of them, so this type can be tested with nothing but values.
+public struct RelayState: Sendable {
+    public internal(set) var users: [String: UserProfile] = [:]
+    var friends: [String: Set<String>] = [:]
+    /// Pending friend requests, keyed by recipient and by requester.
+    var incoming: [String: Set<String>] = [:]
+    var outgoing: [String: Set<String>] = [:]
+    var contacts: [String: [String]] = [:]
+    public internal(set) var sessions: [String: FollowSession] = [:]
+    var sessionByOwner: [String: String] = [:]
+    var sessionsByInvitee: [String: Set<String>] = [:]
+    public internal(set) var alarms: [String: Alarm] = [:]
+    var alarmsByOwner: [String: Set<String>] = [:]
+    var alarmsByRecipient: [String: Set<String>] = [:]
+
+    public var safety = SafetySettings()
+    /// Owners of active sessions without a connection, and since when (not stored: after a
+    /// restart every owner counts as offline from the moment the relay started).
+    var offlineOwners: [String: Int64] = [:]
+
+    /// Makes identifiers for new sessions and alarms.
+    var makeID: @Sendable (_ prefix: String) -> String
+
+    public init(makeID: @escaping @Sendable (_ prefix: String) -> String = RandomID.make) {
+        self.makeID = makeID
+    }
+
+    public init(_ stored: StoredState, makeID: @escaping @Sendable (_ prefix: String) -> String = RandomID.make) {
+        self.init(makeID: makeID)
+        for user in stored.users { users[user.username] = user }
+        for (a, b) in stored.friendships { link(a, b) }
+        for request in stored.friendRequests {
+            incoming[request.to, default: []].insert(request.from)
+            outgoing[request.from, default: []].insert(request.to)
+        }
+        contacts = stored.alarmContacts
+        for session in stored.sessions { index(session) }
+        for alarm in stored.alarms { index(alarm) }
+    }
+
+    // MARK: Queries
+
+    public func profile(_ username: String) -> UserProfile {
+        users[username] ?? UserProfile(username: username, name: username)
+    }
+
+    public func friends(of username: String) -> [String] { (friends[username] ?? []).sorted() }
+
+    public func areFriends(_ a: String, _ b: String) -> Bool { friends[a]?.contains(b) ?? false }
+
+    /// Everyone who receives `username`'s positions: observers of their active session and
+    /// recipients of their active alarms.
+    public func audience(of username: String) -> Set<String> {
+        var audience = Set<String>()
+        if let id = sessionByOwner[username], let session = sessions[id] {
+            audience.formUnion(session.observers)
+        }
+        for id in alarmsByOwner[username] ?? [] {
+            if let alarm = alarms[id] { audience.formUnion(alarm.recipients) }
+        }
+        return audience
+    }
+
+    public func ownSession(of username: String) -> FollowSession? {
+        sessionByOwner[username].flatMap { sessions[$0] }
+    }
+
+    // MARK: Indexes
+
+    mutating func link(_ a: String, _ b: String) {
+        friends[a, default: []].insert(b)
+        friends[b, default: []].insert(a)
+    }
+
+    mutating func index(_ session: FollowSession) {
+        sessions[session.id] = session
+        sessionByOwner[session.owner] = session.id
+        for invitee in session.invitees { sessionsByInvitee[invitee, default: []].insert(session.id) }
+    }
+
+    mutating func unindex(session id: String) {
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        if sessionByOwner[session.owner] == id { sessionByOwner[session.owner] = nil }
+        for invitee in session.invitees { sessionsByInvitee[invitee]?.remove(id) }
+    }
+
+    mutating func index(_ alarm: Alarm) {
+        alarms[alarm.id] = alarm
+        alarmsByOwner[alarm.owner, default: []].insert(alarm.id)
+        for recipient in alarm.recipients { alarmsByRecipient[recipient, default: []].insert(alarm.id) }
+    }
+
+    mutating func unindex(alarm id: String) {
+        guard let alarm = alarms.removeValue(forKey: id) else { return }
+        alarmsByOwner[alarm.owner]?.remove(id)
+        for recipient in alarm.recipients { alarmsByRecipient[recipient]?.remove(id) }
+    }
+
+    func requireUser(_ username: String) throws(RelayError) {
+        guard users[username] != nil else { throw .notFound("no user named \(username)") }
+    }
+}

@@ -1,0 +1,18 @@
+/// One durable change, applied by a `RelayStore` together with the others of the same operation in one transaction.
+public enum StoreChange: Sendable, Equatable {
+    case createUser(UserProfile, passwordHash: String, at: Int64)
+    case createToken(hash: String, username: String, at: Int64)
+    case revokeToken(hash: String)
+    case addFriendRequest(from: String, to: String, at: Int64)
+    case removeFriendRequest(from: String, to: String)
+    case addFriendship(String, String, at: Int64)
+    case removeFriendship(String, String)
+    case setAlarmContacts(owner: String, [String])
+    /// Inserts or replaces the session with all its invitees.
+    case saveSession(FollowSession)
+    case endSession(id: String, reason: String, at: Int64)
+    /// Inserts or replaces the alarm with all its recipients.
+    case saveAlarm(Alarm)
+    case endAlarm(id: String, reason: String, at: Int64)
+    case lastSeen(username: String, at: Int64)
+}

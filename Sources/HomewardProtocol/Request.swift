@@ -1,0 +1,158 @@
+/// A request a client sends, parsed and validated.
+public enum Request: Sendable, Equatable {
+    case register(username: String, password: String, name: String?)
+    case login(username: String, password: String)
+    case hello(token: String)
+    case logout
+
+    case friendRequest(username: String)
+    case friendAccept(username: String)
+    case friendDecline(username: String)
+    case friendRemove(username: String)
+    case friendList
+    case userSearch(query: String)
+
+    case sessionStart(SessionOptions)
+    case sessionCheckin(sessionId: String, checkInBy: Int64?)
+    case sessionInvite(sessionId: String, invite: [String])
+    case sessionAccept(sessionId: String)
+    case sessionDecline(sessionId: String)
+    case sessionLeave(sessionId: String)
+    case sessionEnd(sessionId: String)
+    case sessionList
+
+    case position(Position)
+
+    case alarmRaise(AlarmRaise)
+    case alarmAck(alarmId: String)
+    case alarmCancel(alarmId: String, reason: String?)
+    case alarmContacts(usernames: [String]?)
+
+    case ping
+
+    public struct AlarmRaise: Sendable, Equatable {
+        public var text: String?
+        public var lat: Double?
+        public var lon: Double?
+        public var acc: Double?
+        public var to: [String]?
+
+        public init(text: String? = nil, lat: Double? = nil, lon: Double? = nil, acc: Double? = nil, to: [String]? = nil) {
+            self.text = text
+            self.lat = lat
+            self.lon = lon
+            self.acc = acc
+            self.to = to
+        }
+    }
+
+    /// Whether the request may be sent before authentication.
+    public var isAuthentication: Bool {
+        switch self {
+        case .register, .login, .hello, .ping: return true
+        default: return false
+        }
+    }
+
+    public static let noteLimit = 280
+    public static let textLimit = 500
+
+    init(type: String, fields: Fields, now: Int64) throws(ProtocolError) {
+        switch type {
+        case "register":
+            let username = try fields.username("username")
+            let password = try fields.requiredString("password", maxLength: 256)
+            try Username.validatePassword(password)
+            let name = try fields.string("name", maxLength: 64).map { (n) throws(ProtocolError) in try Username.validateDisplayName(n) }
+            self = .register(username: username, password: password, name: name)
+        case "login":
+            // Malformed credentials are simply wrong credentials: same answer as a wrong password.
+            self = .login(username: try fields.requiredString("username", maxLength: 64).lowercased(),
+                          password: try fields.requiredString("password", maxLength: 256))
+        case "hello": self = .hello(token: try fields.requiredString("token", maxLength: 256))
+        case "logout": self = .logout
+        case "friend.request": self = .friendRequest(username: try fields.username("username"))
+        case "friend.accept": self = .friendAccept(username: try fields.username("username"))
+        case "friend.decline": self = .friendDecline(username: try fields.username("username"))
+        case "friend.remove": self = .friendRemove(username: try fields.username("username"))
+        case "friend.list": self = .friendList
+        case "user.search":
+            let query = try fields.requiredString("query", maxLength: 32).lowercased()
+            self = .userSearch(query: query)
+        case "session.start":
+            var destination: Destination?
+            if let value = fields.object["destination"], value != .null { destination = try Destination(from: value) }
+            self = .sessionStart(SessionOptions(
+                invite: try fields.usernames("invite"),
+                note: try fields.string("note", maxLength: Self.noteLimit),
+                checkInBy: try SessionOptions.checkInDeadline(fields, now: now),
+                destination: destination,
+                ttl: try fields.integer("ttl", in: 1...(SessionOptions.maxHorizonMillis / 1000))))
+        case "session.checkin":
+            self = .sessionCheckin(sessionId: try fields.identifier("sessionId"),
+                                   checkInBy: try SessionOptions.checkInDeadline(fields, now: now))
+        case "session.invite":
+            guard let invite = try fields.usernames("invite") else { throw .badRequest("invite is required") }
+            self = .sessionInvite(sessionId: try fields.identifier("sessionId"), invite: invite)
+        case "session.accept": self = .sessionAccept(sessionId: try fields.identifier("sessionId"))
+        case "session.decline": self = .sessionDecline(sessionId: try fields.identifier("sessionId"))
+        case "session.leave": self = .sessionLeave(sessionId: try fields.identifier("sessionId"))
+        case "session.end": self = .sessionEnd(sessionId: try fields.identifier("sessionId"))
+        case "session.list": self = .sessionList
+        case "pos": self = .position(try Position(from: fields.object, now: now))
+        case "alarm.raise":
+            let lat = try fields.number("lat", in: -90...90)
+            let lon = try fields.number("lon", in: -180...180)
+            guard (lat == nil) == (lon == nil) else { throw .badRequest("lat and lon go together") }
+            self = .alarmRaise(AlarmRaise(
+                text: try fields.string("text", maxLength: Self.textLimit),
+                lat: lat, lon: lon,
+                acc: try fields.number("acc", in: 0...Double.greatestFiniteMagnitude),
+                to: try fields.usernames("to")))
+        case "alarm.ack": self = .alarmAck(alarmId: try fields.identifier("alarmId"))
+        case "alarm.cancel":
+            self = .alarmCancel(alarmId: try fields.identifier("alarmId"),
+                                reason: try fields.string("reason", maxLength: Self.noteLimit))
+        case "alarm.contacts": self = .alarmContacts(usernames: try fields.usernames("usernames"))
+        case "ping": self = .ping
+        default: throw ProtocolError(.unsupported, "unknown type \(type)")
+        }
+    }
+}
+
+/// A request as it arrived: its `id` (if any) and what it asks for, or why it cannot be served.
+public struct IncomingRequest: Sendable {
+    public let id: RequestID?
+    public let type: String
+    public let result: Result<Request, ProtocolError>
+
+    /// Parses one text frame's payload (already valid UTF-8).
+    public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes, now: Int64) -> IncomingRequest {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            return IncomingRequest(id: nil, type: "", result: .failure(.badRequest("not JSON: \(error)")))
+        }
+        return parse(value, now: now)
+    }
+
+    public static func parse(_ value: JSONValue, now: Int64) -> IncomingRequest {
+        guard case .object = value else {
+            return IncomingRequest(id: nil, type: "", result: .failure(.badRequest("a message must be a JSON object")))
+        }
+        let rawID = value["id"]
+        let id = rawID.flatMap(RequestID.init)
+        if let rawID, rawID != .null, id == nil {
+            return IncomingRequest(id: nil, type: "", result: .failure(.badRequest("id must be a string or an integer")))
+        }
+        guard case .string(let type)? = value["type"] else {
+            return IncomingRequest(id: id, type: "", result: .failure(.badRequest("type must be a string")))
+        }
+        do {
+            return IncomingRequest(id: id, type: type, result: .success(try Request(type: type, fields: Fields(value), now: now)))
+        } catch {
+            return IncomingRequest(id: id, type: type, result: .failure(error))
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import NIOCore
+import NIOHTTP1
+
+/// Plain HTTP on the relay's port: health, metrics, and a helpful answer to everything else.
+final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let metrics: @Sendable () -> [UInt8]
+    private var head: HTTPRequestHead?
+
+    init(metrics: @escaping @Sendable () -> [UInt8]) {
+        self.metrics = metrics
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        switch (head.method, path) {
+        case (.GET, "/healthz"), (.HEAD, "/healthz"):
+            write(.ok, "ok\n", contentType: "text/plain; charset=utf-8", head: head, context: context)
+        case (.GET, "/metrics"), (.HEAD, "/metrics"):
+            write(.ok, metrics(), contentType: "text/plain; version=0.0.4; charset=utf-8", head: head, context: context)
+        case (_, "/v1/ws"):
+            var extra = HTTPHeaders()
+            extra.add(name: "Upgrade", value: "websocket")
+            extra.add(name: "Connection", value: "Upgrade")
+            extra.add(name: "Sec-WebSocket-Version", value: "13")
+            write(.upgradeRequired, "this endpoint speaks WebSocket only: send an upgrade request\n",
+                  contentType: "text/plain; charset=utf-8", head: head, extra: extra, context: context)
+        default:
+            write(.notFound, "not found\n", contentType: "text/plain; charset=utf-8", head: head, context: context)
+        }
+    }
+
+    private func write(_ status: HTTPResponseStatus, _ body: String, contentType: String, head: HTTPRequestHead,
+                       extra: HTTPHeaders = [:], context: ChannelHandlerContext) {
+        write(status, Array(body.utf8), contentType: contentType, head: head, extra: extra, context: context)
+    }
+
+    private func write(_ status: HTTPResponseStatus, _ body: [UInt8], contentType: String, head: HTTPRequestHead,
+                       extra: HTTPHeaders = [:], context: ChannelHandlerContext) {
+        var headers = extra
+        headers.add(name: "Content-Type", value: contentType)
+        headers.add(name: "Content-Length", value: String(body.count))
+        let keepAlive = head.isKeepAlive
+        headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+        if extra.contains(name: "Connection") { headers.remove(name: "Connection"); headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            done.whenComplete { _ in loopBound.value.close(promise: nil) }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import NIOCore
+import HomewardCore
+
+/// Everything the relay needs to start. Filled in once by the executable from flags, then
+/// `HOMEWARD_*` variables, then these defaults.
+public struct RelayConfiguration: Sendable {
+    public var host = "0.0.0.0"
+    public var port = 8443
+    public var dataDirectory = "./.homeward"
+    /// PEM certificate chain and key; when both are nil a development CA and certificate are made in the data directory.
+    public var tlsCertificatePath: String?
+    public var tlsPrivateKeyPath: String?
+    public var eventLoopThreads = System.coreCount
+    public var limits = ConnectionLimits()
+    public var relayLimits = RelayLimits()
+    public var safety = SafetySettings()
+    public var passwordIterations = PasswordHasher.recommendedIterations
+
+    public init() {}
+
+    public var databasePath: String { dataDirectory + "/homeward.sqlite" }
+    public var devCertificateDirectory: String { dataDirectory + "/certs" }
+}
+
+/// Per-connection limits of the network edge.
+public struct ConnectionLimits: Sendable {
+    /// The largest message (after reassembling fragments); larger closes the connection with 1009.
+    public var maxMessageBytes = 64 * 1024
+    /// Seconds a new connection has to authenticate before it is closed with 1008.
+    public var authenticationTimeout: Double = 10
+    /// Requests per second, with bursts of twice that.
+    public var requestsPerSecond: Double = 100
+    public var pingInterval: Double = 25
+    public var idleTimeout: Double = 90
+    /// Messages other than positions that may wait for a slow client before it is disconnected.
+    public var maxOutboundBacklog = 1024
+    /// Failed `login` or `hello` attempts on one connection before it is closed with 1008.
+    public var maxAuthenticationFailures = 5
+    /// Seconds a TLS handshake plus HTTP upgrade may take.
+    public var handshakeTimeout: Double = 10
+
+    public init() {}
+}
+

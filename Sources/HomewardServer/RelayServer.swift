@@ -1,0 +1,194 @@
+import Foundation
+import HomewardCore
+import HomewardProtocol
+import HomewardStorage
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+import Prometheus
+
+/// Starts the relay: storage, TLS, the event loops and the listening socket.
+public struct RelayServer: Sendable {
+    public let configuration: RelayConfiguration
+    public let logger: Logger
+
+    public init(configuration: RelayConfiguration, logger: Logger = Logger(label: "homeward.relay")) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Binds and serves; returns once the relay accepts connections.
+    public func start() async throws -> RunningRelay {
+        let config = configuration
+        try FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true)
+        let tls = try resolveTLS()
+        let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
+            certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
+
+        let store = try SQLiteStore(path: config.databasePath)
+        let prometheus = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: prometheus)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
+            .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
+        ]
+        let relay = try Relay(store: store, hasher: PasswordHasher(iterations: config.passwordIterations),
+                              limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
+        let metrics = RelayMetrics(factory: factory)
+        let connections = ConnectionRegistry()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
+        let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
+                                       sslContext: sslContext, logger: logger,
+                                       exposition: { prometheus.emitToBuffer() })
+
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 1024)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in pipeline.configure(channel) }
+                .bind(host: config.host, port: config.port)
+                .get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        let port = channel.localAddress?.port ?? config.port
+        logger.info("homeward relay listening", metadata: [
+            "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)",
+            "threads": "\(config.eventLoopThreads)",
+        ])
+        if let ca = tls.devCA {
+            logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
+        }
+        return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
+                            connections: connections, logger: logger)
+    }
+
+    private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
+        switch (configuration.tlsCertificatePath, configuration.tlsPrivateKeyPath) {
+        case (let certificate?, let key?):
+            return (certificate, key, nil)
+        case (nil, nil):
+            let dev = try DevCertificates.ensure(in: URL(fileURLWithPath: configuration.devCertificateDirectory))
+            return (dev.certificatePath, dev.privateKeyPath, dev.caPath)
+        default:
+            throw TLSSetupError.incompleteConfiguration
+        }
+    }
+}
+
+/// A relay that is serving. `shutdown()` stops it the way SIGTERM does.
+public final class RunningRelay: Sendable {
+    public let port: Int
+    /// Where the generated development CA is, when the relay made its own certificate.
+    public let devCAPath: String?
+    public let relay: Relay
+    private let channel: any Channel
+    private let group: MultiThreadedEventLoopGroup
+    private let connections: ConnectionRegistry
+    private let logger: Logger
+
+    init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
+         connections: ConnectionRegistry, logger: Logger) {
+        self.port = port
+        self.devCAPath = devCAPath
+        self.channel = channel
+        self.group = group
+        self.relay = relay
+        self.connections = connections
+        self.logger = logger
+    }
+
+    /// Stops accepting, closes every connection with 1001, finishes storage writes, stops the event loops.
+    public func shutdown() async {
+        logger.info("shutting down")
+        try? await channel.close()
+        await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
+        await relay.drain()
+        try? await group.shutdownGracefully()
+        logger.info("stopped")
+    }
+}
+
+/// Builds each accepted connection's pipeline: TLS, HTTP, and the WebSocket upgrade.
+struct PipelineFactory: Sendable {
+    let relay: Relay
+    let limits: ConnectionLimits
+    let metrics: RelayMetrics
+    let connections: ConnectionRegistry
+    let sslContext: NIOSSLContext
+    let logger: Logger
+    let exposition: @Sendable () -> [UInt8]
+
+    static let path = "/v1/ws"
+    static let subprotocol = "homeward.v1"
+
+    func configure(_ channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            let sync = channel.pipeline.syncOperations
+            try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+            let http = HTTPHandler(metrics: exposition)
+            let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
+            let upgrader = NIOWebSocketServerUpgrader(
+                maxFrameSize: limits.maxMessageBytes,
+                automaticErrorHandling: false,
+                shouldUpgrade: { channel, head in
+                    guard head.uri.split(separator: "?", maxSplits: 1).first == Substring(Self.path) else {
+                        return channel.eventLoop.makeSucceededFuture(nil)
+                    }
+                    var headers = HTTPHeaders()
+                    let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"]
+                    if offered.contains(where: { $0.trimmingCharacters(in: .whitespaces) == Substring(Self.subprotocol) }) {
+                        headers.add(name: "Sec-WebSocket-Protocol", value: Self.subprotocol)
+                    }
+                    return channel.eventLoop.makeSucceededFuture(headers)
+                },
+                upgradePipelineHandler: { [self] channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        let connection = WebSocketConnection(
+                            relay: relay, limits: limits, metrics: metrics, registry: connections, logger: logger,
+                            eventLoop: channel.eventLoop, peer: channel.remoteAddress?.ipAddress ?? "unknown")
+                        try channel.pipeline.syncOperations.addHandlers([
+                            FrameValidator(),
+                            NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
+                                                        maxAccumulatedFrameSize: limits.maxMessageBytes),
+                            connection,
+                        ])
+                    }
+                })
+            try sync.configureHTTPServerPipeline(
+                withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                    context.pipeline.syncOperations.removeHandler(http, promise: nil)
+                    context.pipeline.syncOperations.removeHandler(handshakeTimer, promise: nil)
+                }),
+                withErrorHandling: true)
+            try sync.addHandler(http)
+            try sync.addHandler(handshakeTimer, position: .first)
+        }
+    }
+}
+
+/// Closes a connection that has not finished its TLS handshake and WebSocket upgrade in time,
+/// so half-open and slow-loris connections cannot pile up.
+final class HandshakeTimer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: timeout) { loopBound.value.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+    }
+}

@@ -1,0 +1,293 @@
+import HomewardCore
+import HomewardProtocol
+import Logging
+import NIOCore
+import NIOWebSocket
+
+/// One client's WebSocket: reads requests, answers them in order, and writes what the relay sends.
+///
+/// Requests of a connection are served one at a time, so replies come back in request order
+/// and a request sent right after `login` already sees the signed-in user. Positions, the
+/// hot path, are validated and fanned out right here on the event loop.
+final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let relay: Relay
+    private let limits: ConnectionLimits
+    private let metrics: RelayMetrics
+    private let registry: ConnectionRegistry
+    private let logger: Logger
+    let eventLoop: any EventLoop
+    private let peer: String
+
+    // Confined to `eventLoop`.
+    private var context: ChannelHandlerContext?
+    private var auth: Authentication?
+    private var waiting = CircularBuffer<IncomingRequest>()
+    private var busy = false
+    private var outbound = OutboundQueue()
+    private var flushScheduled = false
+    private var closing = false
+    private var lastHeard = NIODeadline.now()
+    private var bucket: TokenBucket
+    private var authFailures = 0
+    private var authTimer: Scheduled<Void>?
+    private var keepalive: RepeatedTask?
+
+    init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, registry: ConnectionRegistry,
+         logger: Logger, eventLoop: any EventLoop, peer: String) {
+        self.relay = relay
+        self.limits = limits
+        self.metrics = metrics
+        self.registry = registry
+        self.logger = logger
+        self.eventLoop = eventLoop
+        self.peer = peer
+        self.bucket = TokenBucket(rate: limits.requestsPerSecond, burst: limits.requestsPerSecond * 2)
+    }
+
+    // MARK: Life cycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        registry.add(self)
+        metrics.connections.increment()
+        startAuthTimer()
+        let interval = TimeAmount.nanoseconds(Int64(limits.pingInterval * 1e9))
+        keepalive = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in
+            self?.keepaliveTick()
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        teardown()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        teardown()
+        context.fireChannelInactive()
+    }
+
+    private func teardown() {
+        guard let context else { return }
+        self.context = nil
+        closing = true
+        authTimer?.cancel()
+        keepalive?.cancel()
+        registry.remove(self)
+        metrics.connections.decrement()
+        if let auth { relay.disconnect(auth.username, sink: self) }
+        auth = nil
+        _ = context
+    }
+
+    private func startAuthTimer() {
+        authTimer?.cancel()
+        authTimer = eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.authenticationTimeout * 1e9))) { [weak self] in
+            guard let self, self.auth == nil else { return }
+            self.closeNow(.policyViolation, reason: "not authenticated in time")
+        }
+    }
+
+    private func keepaliveTick() {
+        guard let context, !closing else { return }
+        if NIODeadline.now() - lastHeard > .nanoseconds(Int64(limits.idleTimeout * 1e9)) {
+            closeNow(.policyViolation, reason: "idle for too long")
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0))), promise: nil)
+    }
+
+    // MARK: Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        let frame = unwrapInboundIn(data)
+        lastHeard = .now()
+        switch frame.opcode {
+        case .text:
+            let payload = frame.unmaskedData
+            guard String(validating: payload.readableBytesView, as: UTF8.self) != nil else {
+                closeNow(.invalidPayload, reason: "text frame is not valid UTF-8")
+                return
+            }
+            receive(IncomingRequest.parse(payload.readableBytesView, now: Relay.systemMillis()))
+        case .binary:
+            metrics.received("binary")
+            replyError(ProtocolError(.unsupported, "binary frames are not supported; send JSON in text frames"), to: nil)
+        case .ping:
+            var payload = frame.unmaskedData
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: payload.readSlice(length: payload.readableBytes) ?? payload)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .connectionClose:
+            var payload = frame.unmaskedData
+            let code = payload.readInteger(as: UInt16.self)
+            let valid = code.map(Self.isValidCloseCode) ?? (frame.length == 0)
+            closeNow(valid ? .normal : .protocolError, reason: "")
+        default:
+            break
+        }
+    }
+
+    /// Close codes a peer may send (RFC 6455 section 7.4).
+    private static func isValidCloseCode(_ code: UInt16) -> Bool {
+        switch code {
+        case 1000...1003, 1007...1011, 3000...4999: return true
+        default: return false
+        }
+    }
+
+    private func receive(_ request: IncomingRequest) {
+        metrics.received(request.type)
+        guard bucket.take() else {
+            replyError(ProtocolError(.rateLimited, "too many requests; slow down"), to: request.id)
+            return
+        }
+        if busy {
+            waiting.append(request)
+        } else {
+            serve(request)
+        }
+    }
+
+    private func serve(_ incoming: IncomingRequest) {
+        let request: Request
+        switch incoming.result {
+        case .failure(let error): return replyError(error, to: incoming.id)
+        case .success(let parsed): request = parsed
+        }
+        switch request {
+        case .ping:
+            replyOK(to: incoming.id, [])
+        case .position(let position):
+            guard let auth else { return replyError(ProtocolError(.unauthenticated, "sign in first"), to: incoming.id) }
+            let started = NIODeadline.now()
+            let delivered = relay.publish(position, from: auth.username)
+            metrics.fanoutLatency.recordNanoseconds((NIODeadline.now() - started).nanoseconds)
+            if delivered > 0 { metrics.sent("pos", count: delivered) }
+            replyOK(to: incoming.id, [])
+        default:
+            if auth == nil, !request.isAuthentication {
+                return replyError(ProtocolError(.unauthenticated, "sign in first: register, login or hello"), to: incoming.id)
+            }
+            busy = true
+            let id = incoming.id
+            relay.serve(request, auth: auth, peer: peer, sink: self) { [self] result in
+                eventLoop.execute { self.finish(result, id: id) }
+            }
+        }
+    }
+
+    private func finish(_ result: Result<RelayReply, RelayError>, id: RequestID?) {
+        busy = false
+        guard context != nil else { return }
+        switch result {
+        case .success(let reply):
+            switch reply.auth {
+            case .unchanged: break
+            case .authenticated(let newAuth):
+                auth = newAuth
+                authFailures = 0
+                authTimer?.cancel()
+                authTimer = nil
+            case .signedOut:
+                auth = nil
+                startAuthTimer()
+            }
+            replyOK(to: id, reply.fields)
+        case .failure(let error):
+            replyError(error.protocolError, to: id)
+            if case .unauthenticated = error {
+                authFailures += 1
+                if authFailures >= limits.maxAuthenticationFailures {
+                    closeNow(.policyViolation, reason: "too many failed sign-in attempts")
+                    return
+                }
+            }
+        }
+        while !busy, !closing, let next = waiting.popFirst() { serve(next) }
+    }
+
+    // MARK: Writing
+
+    /// A request without an `id` is answered only when it fails.
+    private func replyOK(to id: RequestID?, _ fields: [(String, JSONValue)]) {
+        guard let id else { return }
+        enqueue(EncodedMessage(Message.ok(re: id, fields)))
+    }
+
+    private func replyError(_ error: ProtocolError, to id: RequestID?) {
+        metrics.error(error.code)
+        enqueue(EncodedMessage(Message.error(re: id, error)))
+    }
+
+    func send(_ message: EncodedMessage) {
+        eventLoop.execute { self.enqueue(message) }
+    }
+
+    func close(_ code: CloseCode, reason: String) {
+        eventLoop.execute { self.closeNow(code, reason: reason) }
+    }
+
+    private func enqueue(_ message: EncodedMessage) {
+        guard let context, !closing else { return }
+        if outbound.isEmpty, context.channel.isWritable {
+            write(message, context: context)
+            return
+        }
+        outbound.append(message)
+        if outbound.nonDroppableCount > limits.maxOutboundBacklog {
+            logger.notice("closing a connection that does not keep up", metadata: ["peer": "\(peer)"])
+            closeNow(.policyViolation, reason: "too slow to receive messages")
+        }
+    }
+
+    private func write(_ message: EncodedMessage, context: ChannelHandlerContext) {
+        if message.type != "pos" { metrics.sent(message.type) }
+        context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
+        guard !flushScheduled else { return }
+        // One flush for everything written in this turn of the event loop.
+        flushScheduled = true
+        eventLoop.execute { [self] in
+            flushScheduled = false
+            self.context?.flush()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        while context.channel.isWritable, let message = outbound.popFirst() {
+            write(message, context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Errors and closing
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error {
+        case NIOWebSocketError.invalidFrameLength,
+             NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge,
+             NIOWebSocketFrameAggregator.Error.tooManyFragments:
+            replyError(ProtocolError(.tooLarge, "messages are limited to \(limits.maxMessageBytes) bytes"), to: nil)
+            closeNow(.messageTooBig, reason: "message too big")
+        case is NIOWebSocketError, is NIOWebSocketFrameAggregator.Error, is FrameValidator.Violation:
+            closeNow(.protocolError, reason: "protocol error")
+        default:
+            logger.debug("connection error", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    /// Sends a close frame, then closes the connection once it is written.
+    func closeNow(_ code: CloseCode, reason: String) {
+        guard let context, !closing else { return }
+        closing = true
+        var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.writeInteger(code.rawValue)
+        data.writeString(reason)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+            .whenComplete { _ in loopBound.value.close(promise: nil) }
+    }
+}

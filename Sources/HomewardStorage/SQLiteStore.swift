@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import HomewardCore
+
+/// The relay's durable storage: one SQLite database in WAL mode, written by one connection.
+public final class SQLiteStore: RelayStore {
+    private let writer: any DatabaseWriter
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    public convenience init(path: String) throws {
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pool = try DatabasePool(path: path, configuration: Self.configuration())
+        // DatabasePool switches the writer to `synchronous = NORMAL` when it activates WAL, after
+        // `prepareDatabase` has run. An alarm must survive a power cut once it is acknowledged to its
+        // owner, so put FULL back: every commit then syncs the WAL.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        try self.init(writer: pool)
+    }
+
+    /// A private in-memory database, for tests.
+    public static func inMemory() throws -> SQLiteStore {
+        try SQLiteStore(writer: DatabaseQueue(configuration: configuration()))
+    }
+
+    private init(writer: any DatabaseWriter) throws {
+        self.writer = writer
+        try Schema.migrator.migrate(writer)
+    }
+
+    private static func configuration() -> Configuration {
+        var config = Configuration()
+        config.label = "homeward.store"
+        config.foreignKeysEnabled = true
+        config.busyMode = .timeout(5)
+        config.prepareDatabase { db in
+            if !db.configuration.readonly { try db.execute(sql: "PRAGMA synchronous = FULL") }
+        }
+        return config
+    }
+
+    public func load() throws -> StoredState {
+        try writer.read { db in try StoredState(db: db) }
+    }
+
+    public func apply(_ changes: [StoreChange]) throws {
+        guard !changes.isEmpty else { return }
+        try writer.write { db in
+            for change in changes { try change.execute(in: db) }
+        }
+    }
+
+    public func passwordHash(of username: String) throws -> String? {
+        try writer.read { db in
+            try String.fetchOne(db, sql: "SELECT password_hash FROM users WHERE username = ?", arguments: [username])
+        }
+    }
+
+    public func username(forTokenHash hash: String) throws -> String? {
+        try writer.read { db in
+            try String.fetchOne(db, sql: "SELECT username FROM tokens WHERE hash = ?", arguments: [hash])
+        }
+    }
+
+    /// Closes the database; later calls throw.
+    public func close() throws {
+        try writer.close()
+    }
+
+    /// Runs `body` on the writer connection outside a transaction, for diagnostics and tests (e.g. pragmas).
+    func inspect<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.writeWithoutTransaction(body)
+    }
+}

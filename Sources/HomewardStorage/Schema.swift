@@ -1,0 +1,116 @@
+import GRDB
+
+/// The database schema, built by versioned migrations. Never edit a registered migration: add a new one.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE users (
+                    username TEXT PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    password_hash TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    last_seen INTEGER
+                );
+
+                CREATE TABLE tokens (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    username TEXT NOT NULL REFERENCES users(username) ON DELETE CASCADE,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE INDEX tokens_by_username ON tokens(username);
+
+                CREATE TABLE friend_requests (
+                    from_user TEXT NOT NULL,
+                    to_user TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (from_user, to_user)
+                );
+                CREATE INDEX friend_requests_by_recipient ON friend_requests(to_user);
+
+                -- Each pair is stored once, smaller username first.
+                CREATE TABLE friendships (
+                    user_a TEXT NOT NULL,
+                    user_b TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (user_a, user_b),
+                    CHECK (user_a < user_b)
+                );
+                CREATE INDEX friendships_by_user_b ON friendships(user_b);
+
+                CREATE TABLE alarm_contacts (
+                    owner TEXT NOT NULL,
+                    contact TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    PRIMARY KEY (owner, contact)
+                );
+
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    owner TEXT NOT NULL,
+                    note TEXT,
+                    started_at INTEGER NOT NULL,
+                    ended_at INTEGER,
+                    end_reason TEXT
+                );
+                CREATE UNIQUE INDEX sessions_active_by_owner ON sessions(owner) WHERE ended_at IS NULL;
+
+                CREATE TABLE session_invitees (
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    username TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    PRIMARY KEY (session_id, username)
+                );
+                CREATE INDEX session_invitees_by_username ON session_invitees(username);
+
+                -- The position columns are all NULL when the alarm has no position.
+                CREATE TABLE alarms (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    owner TEXT NOT NULL,
+                    text TEXT NOT NULL,
+                    lat REAL,
+                    lon REAL,
+                    acc REAL,
+                    alt REAL,
+                    spd REAL,
+                    hdg REAL,
+                    batt REAL,
+                    pos_ts INTEGER,
+                    created_at INTEGER NOT NULL,
+                    auto INTEGER NOT NULL DEFAULT 0,
+                    ended_at INTEGER,
+                    end_reason TEXT,
+                    CHECK ((lat IS NULL) = (lon IS NULL) AND (lat IS NULL) = (pos_ts IS NULL))
+                );
+                CREATE INDEX alarms_active_by_owner ON alarms(owner) WHERE ended_at IS NULL;
+
+                CREATE TABLE alarm_recipients (
+                    alarm_id TEXT NOT NULL REFERENCES alarms(id) ON DELETE CASCADE,
+                    username TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    delivered_at INTEGER,
+                    acked_at INTEGER,
+                    ack_order INTEGER,
+                    PRIMARY KEY (alarm_id, username)
+                );
+                CREATE INDEX alarm_recipients_by_username ON alarm_recipients(username);
+                """)
+        }
+        // The safety extensions: check-in deadlines, destinations, expiry, lost contact, alarm repeats.
+        migrator.registerMigration("v2-safety") { db in
+            try db.execute(sql: """
+                ALTER TABLE sessions ADD COLUMN check_in_by INTEGER;
+                ALTER TABLE sessions ADD COLUMN dest_lat REAL;
+                ALTER TABLE sessions ADD COLUMN dest_lon REAL;
+                ALTER TABLE sessions ADD COLUMN dest_radius REAL;
+                ALTER TABLE sessions ADD COLUMN expires_at INTEGER;
+                ALTER TABLE sessions ADD COLUMN lost_since INTEGER;
+                ALTER TABLE alarms ADD COLUMN repeats INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE alarms ADD COLUMN next_repeat_at INTEGER;
+                """)
+        }
+        return migrator
+    }
+}

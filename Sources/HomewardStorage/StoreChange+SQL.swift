@@ -1,0 +1,151 @@
+import Foundation
+import GRDB
+import HomewardCore
+
+extension StoreChange {
+    /// Runs the SQL of this change inside the caller's transaction.
+    func execute(in db: Database) throws {
+        switch self {
+        case let .createUser(profile, passwordHash, at):
+            try db.execute(
+                sql: "INSERT INTO users (username, name, password_hash, created_at) VALUES (?, ?, ?, ?)",
+                arguments: [profile.username, profile.name, passwordHash, at])
+
+        case let .createToken(hash, username, at):
+            try db.execute(
+                sql: "INSERT INTO tokens (hash, username, created_at) VALUES (?, ?, ?)",
+                arguments: [hash, username, at])
+
+        case let .revokeToken(hash):
+            try db.execute(sql: "DELETE FROM tokens WHERE hash = ?", arguments: [hash])
+
+        case let .addFriendRequest(from, to, at):
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO friend_requests (from_user, to_user, created_at) VALUES (?, ?, ?)",
+                arguments: [from, to, at])
+
+        case let .removeFriendRequest(from, to):
+            try db.execute(
+                sql: "DELETE FROM friend_requests WHERE from_user = ? AND to_user = ?", arguments: [from, to])
+
+        case let .addFriendship(first, second, at):
+            let (a, b) = Self.canonical(first, second)
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO friendships (user_a, user_b, created_at) VALUES (?, ?, ?)",
+                arguments: [a, b, at])
+
+        case let .removeFriendship(first, second):
+            let (a, b) = Self.canonical(first, second)
+            try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
+
+        case let .setAlarmContacts(owner, contacts):
+            try db.execute(sql: "DELETE FROM alarm_contacts WHERE owner = ?", arguments: [owner])
+            for (position, contact) in Self.unique(contacts).enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO alarm_contacts (owner, contact, position) VALUES (?, ?, ?)",
+                    arguments: [owner, contact, position])
+            }
+
+        case let .saveSession(session):
+            try Self.save(session, in: db)
+
+        case let .endSession(id, reason, at):
+            try db.execute(
+                sql: "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+                arguments: [at, reason, id])
+
+        case let .saveAlarm(alarm):
+            try Self.save(alarm, in: db)
+
+        case let .endAlarm(id, reason, at):
+            try db.execute(
+                sql: "UPDATE alarms SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+                arguments: [at, reason, id])
+
+        case let .lastSeen(username, at):
+            try db.execute(sql: "UPDATE users SET last_seen = ? WHERE username = ?", arguments: [at, username])
+        }
+    }
+
+    /// A friendship pair in storage order: smaller username first.
+    static func canonical(_ first: String, _ second: String) -> (String, String) {
+        first < second ? (first, second) : (second, first)
+    }
+
+    /// `names` without repeats, first occurrence kept: a repeated name would break the primary key.
+    private static func unique(_ names: [String]) -> [String] {
+        var seen = Set<String>()
+        return names.filter { seen.insert($0).inserted }
+    }
+
+    private static func save(_ session: FollowSession, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO sessions (id, owner, note, started_at, check_in_by, dest_lat, dest_lon, dest_radius,
+                                      expires_at, lost_since)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET
+                    owner = excluded.owner, note = excluded.note, started_at = excluded.started_at,
+                    check_in_by = excluded.check_in_by, dest_lat = excluded.dest_lat, dest_lon = excluded.dest_lon,
+                    dest_radius = excluded.dest_radius, expires_at = excluded.expires_at, lost_since = excluded.lost_since
+                """,
+            arguments: [
+                session.id, session.owner, session.note, session.startedAt, session.checkInBy,
+                session.destination?.lat, session.destination?.lon, session.destination?.radius,
+                session.expiresAt, session.lostSince,
+            ])
+        try db.execute(sql: "DELETE FROM session_invitees WHERE session_id = ?", arguments: [session.id])
+        for (position, invitee) in session.invitees.enumerated() {
+            guard let state = session.state(of: invitee) else { continue }
+            try db.execute(
+                sql: "INSERT INTO session_invitees (session_id, username, state, position) VALUES (?, ?, ?, ?)",
+                arguments: [session.id, invitee, state.rawValue, position])
+        }
+    }
+
+    private static func save(_ alarm: Alarm, in db: Database) throws {
+        let position = alarm.position
+        try db.execute(
+            sql: """
+                INSERT INTO alarms (id, owner, text, lat, lon, acc, alt, spd, hdg, batt, pos_ts, created_at, auto,
+                                    repeats, next_repeat_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET
+                    owner = excluded.owner, text = excluded.text,
+                    lat = excluded.lat, lon = excluded.lon, acc = excluded.acc, alt = excluded.alt,
+                    spd = excluded.spd, hdg = excluded.hdg, batt = excluded.batt, pos_ts = excluded.pos_ts,
+                    created_at = excluded.created_at, auto = excluded.auto,
+                    repeats = excluded.repeats, next_repeat_at = excluded.next_repeat_at
+                """,
+            arguments: [
+                alarm.id, alarm.owner, alarm.text,
+                position?.lat, position?.lon, position?.acc, position?.alt,
+                position?.spd, position?.hdg, position?.batt, position?.ts,
+                alarm.createdAt, alarm.auto, alarm.repeats, alarm.nextRepeatAt,
+            ])
+
+        // Alarm keeps the order of acknowledgements but not their times: a recipient keeps the
+        // time of its first save as acknowledged.
+        var ackedAt: [String: Int64] = [:]
+        let rows = try Row.fetchCursor(
+            db, sql: "SELECT username, acked_at FROM alarm_recipients WHERE alarm_id = ? AND acked_at IS NOT NULL",
+            arguments: [alarm.id])
+        while let row = try rows.next() { ackedAt[row["username"]] = row["acked_at"] }
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        let ackOrder = Dictionary(alarm.acked.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+
+        try db.execute(sql: "DELETE FROM alarm_recipients WHERE alarm_id = ?", arguments: [alarm.id])
+        for (position, recipient) in unique(alarm.recipients).enumerated() {
+            let order = ackOrder[recipient]
+            try db.execute(
+                sql: """
+                    INSERT INTO alarm_recipients (alarm_id, username, position, delivered_at, acked_at, ack_order)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    alarm.id, recipient, position, alarm.deliveredAt[recipient],
+                    order.map { _ in ackedAt[recipient] ?? now }, order,
+                ])
+        }
+    }
+}

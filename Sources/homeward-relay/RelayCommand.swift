@@ -1,0 +1,50 @@
+import ArgumentParser
+import HomewardServer
+import Logging
+import ServiceLifecycle
+
+@main
+struct RelayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "homeward-relay",
+        abstract: "Homeward relay: live positions, follow-me sessions and panic alarms over TLS WebSockets.",
+        discussion: """
+            Serves wss://HOST:PORT/v1/ws, GET /healthz and GET /metrics on one TLS port, and keeps its \
+            state in an SQLite database inside the data directory.
+
+            Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
+            in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem). \
+            An option given on the command line wins over the environment.
+
+            Without --tls-cert and --tls-key the relay makes a development CA and a certificate for \
+            localhost and 127.0.0.1 in DATA_DIR/certs on first start, reuses them later, and logs the \
+            CA's path: give that file to clients (homeward --ca PATH) so they can verify the relay.
+            """)
+
+    @OptionGroup var options: RelayOptions
+
+    func run() async throws {
+        let settings = try options.resolve(environment: Environment.current)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = settings.logLevel
+            return handler
+        }
+        let logger = Logger(label: "homeward.relay")
+        let service = RelayService(server: RelayServer(configuration: settings.relay, logger: logger))
+        let group = ServiceGroup(configuration: .init(
+            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+/// Runs the relay until a shutdown signal, then stops it gracefully.
+struct RelayService: Service {
+    let server: RelayServer
+
+    func run() async throws {
+        let running = try await server.start()
+        try? await gracefulShutdown()
+        await running.shutdown()
+    }
+}

@@ -1,0 +1,146 @@
+import ArgumentParser
+import Foundation
+import HomewardServer
+import Logging
+
+/// The relay's options. `resolve` is the one place configuration is read: a flag, else its
+/// `HOMEWARD_*` variable, else the default.
+struct RelayOptions: ParsableArguments {
+    @Option(help: "Address to listen on (0.0.0.0 for all IPv4 interfaces). [default: 0.0.0.0]")
+    var host: String?
+
+    @Option(help: "TLS port for WebSocket, /healthz and /metrics. [default: 8443]")
+    var port: Int?
+
+    @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
+    var dataDir: String?
+
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain (server certificate first). Needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.")
+    var tlsKey: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. [default: info]")
+    var logLevel: String?
+
+    @Option(help: "Event loop threads. [default: the number of cores]")
+    var threads: Int?
+
+    @Option(name: .customLong("max-message-bytes"), help: "Largest accepted message; larger ones close the connection with 1009. [default: 65536]")
+    var maxMessageBytes: Int?
+
+    @Option(name: .customLong("auth-timeout"), help: "Seconds a new connection has to sign in. [default: 10]")
+    var authTimeout: Double?
+
+    @Option(name: .customLong("rate-limit"), help: "Requests per second per connection (bursts of twice that). [default: 100]")
+    var rateLimit: Double?
+
+    @Option(name: .customLong("ping-interval"), help: "Seconds between WebSocket pings. [default: 25]")
+    var pingInterval: Double?
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed. [default: 90]")
+    var idleTimeout: Double?
+
+    @Option(name: .customLong("max-connections-per-user"), help: "Open connections one account may have. [default: 16]")
+    var maxConnectionsPerUser: Int?
+
+    @Option(name: .customLong("max-backlog"), help: "Messages (other than positions) queued for a slow client before it is disconnected. [default: 1024]")
+    var maxBacklog: Int?
+
+    @Option(name: .customLong("login-failures-per-user"), help: "Failed logins per username within 15 minutes before logins are refused. [default: 10]")
+    var loginFailuresPerUser: Int?
+
+    @Option(name: .customLong("login-failures-per-address"), help: "Failed logins per client address within 15 minutes before logins are refused. [default: 50]")
+    var loginFailuresPerAddress: Int?
+
+    @Option(name: .customLong("pbkdf2-iterations"), help: "PBKDF2-HMAC-SHA256 iterations for new password hashes (at least 210000). [default: 600000]")
+    var pbkdf2Iterations: Int?
+
+    @Option(name: .customLong("lost-contact-grace"), help: "Seconds the owner of an active session may be offline before observers get session.lost. [default: 60]")
+    var lostContactGrace: Double?
+
+    @Option(name: .customLong("alarm-repeat-interval"), help: "Seconds between repeats of an unacknowledged alarm. [default: 30]")
+    var alarmRepeatInterval: Double?
+
+    @Option(name: .customLong("alarm-repeat-max"), help: "How many times an unacknowledged alarm is repeated (0: never). [default: 10]")
+    var alarmRepeatMax: Int?
+
+    struct Settings {
+        var relay: RelayConfiguration
+        var logLevel: Logger.Level
+    }
+
+    func resolve(environment: [String: String]) throws -> Settings {
+        let env = EnvironmentReader(values: environment)
+        var config = RelayConfiguration()
+        config.host = try env.value(host, "host") ?? config.host
+        config.port = try env.value(port, "port") ?? config.port
+        config.dataDirectory = try env.value(dataDir, "data-dir") ?? config.dataDirectory
+        config.tlsCertificatePath = try env.value(tlsCert, "tls-cert")
+        config.tlsPrivateKeyPath = try env.value(tlsKey, "tls-key")
+        config.eventLoopThreads = try env.value(threads, "threads") ?? config.eventLoopThreads
+        config.limits.maxMessageBytes = try env.value(maxMessageBytes, "max-message-bytes") ?? config.limits.maxMessageBytes
+        config.limits.authenticationTimeout = try env.value(authTimeout, "auth-timeout") ?? config.limits.authenticationTimeout
+        config.limits.requestsPerSecond = try env.value(rateLimit, "rate-limit") ?? config.limits.requestsPerSecond
+        config.limits.pingInterval = try env.value(pingInterval, "ping-interval") ?? config.limits.pingInterval
+        config.limits.idleTimeout = try env.value(idleTimeout, "idle-timeout") ?? config.limits.idleTimeout
+        config.limits.maxOutboundBacklog = try env.value(maxBacklog, "max-backlog") ?? config.limits.maxOutboundBacklog
+        config.relayLimits.maxConnectionsPerUser =
+            try env.value(maxConnectionsPerUser, "max-connections-per-user") ?? config.relayLimits.maxConnectionsPerUser
+        config.relayLimits.loginFailuresPerUsername =
+            try env.value(loginFailuresPerUser, "login-failures-per-user") ?? config.relayLimits.loginFailuresPerUsername
+        config.relayLimits.loginFailuresPerAddress =
+            try env.value(loginFailuresPerAddress, "login-failures-per-address") ?? config.relayLimits.loginFailuresPerAddress
+        config.passwordIterations = try env.value(pbkdf2Iterations, "pbkdf2-iterations") ?? config.passwordIterations
+        if let grace = try env.value(lostContactGrace, "lost-contact-grace") { config.safety.lostContactGrace = Int64(grace * 1000) }
+        if let interval = try env.value(alarmRepeatInterval, "alarm-repeat-interval") {
+            config.safety.alarmRepeatInterval = Int64(interval * 1000)
+        }
+        config.safety.alarmRepeatMax = try env.value(alarmRepeatMax, "alarm-repeat-max") ?? config.safety.alarmRepeatMax
+        let levelName = try env.value(logLevel, "log-level") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else {
+            throw ValidationError("unknown log level '\(levelName)'")
+        }
+        try validate(config)
+        return Settings(relay: config, logLevel: level)
+    }
+
+    private func validate(_ config: RelayConfiguration) throws {
+        guard (0...65535).contains(config.port) else { throw ValidationError("port must be 0-65535") }
+        guard (config.tlsCertificatePath == nil) == (config.tlsPrivateKeyPath == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together (or leave both out for a development certificate)")
+        }
+        guard config.limits.maxMessageBytes >= 1024 else { throw ValidationError("max-message-bytes must be at least 1024") }
+        guard config.limits.authenticationTimeout > 0, config.limits.pingInterval > 0, config.limits.idleTimeout > 0,
+              config.limits.requestsPerSecond > 0 else {
+            throw ValidationError("timeouts, intervals and rates must be positive")
+        }
+        guard config.safety.lostContactGrace > 0, config.safety.alarmRepeatInterval > 0, config.safety.alarmRepeatMax >= 0 else {
+            throw ValidationError("lost-contact-grace and alarm-repeat-interval must be positive, alarm-repeat-max at least 0")
+        }
+        guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
+        guard config.eventLoopThreads >= 1 else { throw ValidationError("threads must be at least 1") }
+    }
+}
+
+/// Reads `HOMEWARD_*` variables for options not given on the command line.
+struct EnvironmentReader {
+    let values: [String: String]
+
+    static func variable(for option: String) -> String {
+        "HOMEWARD_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    func value<T: LosslessStringConvertible>(_ flag: T?, _ option: String) throws -> T? {
+        if let flag { return flag }
+        let name = Self.variable(for: option)
+        guard let raw = values[name], !raw.isEmpty else { return nil }
+        guard let parsed = T(raw) else { throw ValidationError("\(name)='\(raw)' is not a valid value for --\(option)") }
+        return parsed
+    }
+}
+
+enum Environment {
+    static var current: [String: String] { ProcessInfo.processInfo.environment }
+}

@@ -1,0 +1,2 @@
+import HomewardCLI
+await HomewardMain.run()

@@ -1,0 +1,223 @@
+import Foundation
+import HomewardProtocol
+import XCTest
+
+/// The `homeward` executable against a real relay on a loopback port, one subprocess per
+/// command, the way two people in two terminals would use it.
+final class CLIEndToEndTests: XCTestCase {
+    private let password = "correct horse\n"
+
+    /// Registers two profiles and makes them friends; returns their usernames.
+    private func befriend(_ cli: CLIHarness) async throws -> (walker: String, follower: String) {
+        let walker = uniqueName("ann")
+        let follower = uniqueName("ben")
+        // Only register gets --relay and --ca: the profile remembers them for every later command.
+        try await cli.run(["register", walker, "--name", "Ann", "--password-stdin", "--profile", "walker"] + cli.connection, stdin: password)
+            .expectSuccess()
+        try await cli.run(["register", follower, "--password-stdin", "--profile", "follower"] + cli.connection, stdin: password)
+            .expectSuccess()
+        try await cli.run(["friends", "request", follower, "--profile", "walker"]).expectSuccess()
+        let accepted = try await cli.run(["--json", "friends", "accept", walker, "--profile", "follower"]).expectSuccess()
+        XCTAssertEqual(accepted.json.first?["type"], "friend.added")
+        let list = try await cli.run(["friends", "list", "--profile", "walker", "--json"]).expectSuccess()
+        guard case .array(let friends)? = list.json.first?["friends"] else { throw TimedOut(what: "a friends array in \(list.stdout)") }
+        XCTAssertEqual(friends.map { $0["username"]?.stringValue }, [follower])
+        return (walker, follower)
+    }
+
+    func testAFollowerReceivesEveryPositionOfAWalkInOrderAndThePanic() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (walker, follower) = try await befriend(cli)
+
+        let started = try await cli.run(["share", "start", "--invite", follower, "--note", "end to end", "--json", "--profile", "walker"])
+            .expectSuccess()
+        let sessionId = try XCTUnwrap(started.json.first?["session"]?["sessionId"]?.stringValue)
+
+        let follow = try cli.start(["follow", walker, "--json", "--timeout", "90", "--profile", "follower"])
+        defer { follow.stop() }
+        let following = try await follow.nextJSON("the follower to accept") { $0["type"] == "following" }
+        XCTAssertEqual(following["session"]?["sessionId"]?.stringValue, sessionId)
+
+        let walk = try await cli.run([
+            "walk", "--from", "57.7089,11.9746", "--to", "57.7093,11.9752", "--speed", "20", "--interval", "0.05",
+            "--accuracy", "4", "--seed", "7", "--panic-at", "5", "--panic-text", "help me", "--json", "--profile", "walker",
+        ], within: 90).expectSuccess()
+        let sent = walk.json.filter { $0["type"] == "walk.step" }
+        XCTAssertGreaterThan(sent.count, 20)
+        XCTAssertEqual(walk.json.last?["type"], "walk.done")
+        let alarmId = try XCTUnwrap(walk.json.first { $0["type"] == "alarm.raised" }?["alarmId"]?.stringValue)
+
+        // Every position, in order, exactly as sent; and the alarm among them.
+        let received = try await within(60, "\(sent.count) positions and the alarm at the follower") {
+            var positions: [JSONValue] = []
+            var alarm: JSONValue?
+            for await line in follow.lines {
+                guard let event = try? JSONParser.parse(line) else { continue }
+                if event["type"] == "pos" { positions.append(event) }
+                if event["type"] == "alarm" { alarm = event }
+                if positions.count == sent.count, alarm != nil { break }
+            }
+            return (positions, alarm)
+        }
+        XCTAssertEqual(received.0.count, sent.count)
+        for (got, expected) in zip(received.0, sent) {
+            XCTAssertEqual(got["from"]?.stringValue, walker)
+            for key in ["lat", "lon", "acc", "spd", "hdg", "ts"] {
+                XCTAssertEqual(got[key], expected[key], "\(key) of position \(expected["step"] ?? .null)")
+            }
+        }
+        let alarm = try XCTUnwrap(received.1)
+        XCTAssertEqual(alarm["alarm"]?["alarmId"]?.stringValue, alarmId)
+        XCTAssertEqual(alarm["alarm"]?["text"], "help me")
+        XCTAssertEqual(alarm["alarm"]?["from"]?["username"]?.stringValue, walker)
+
+        try await cli.run(["ack", alarmId, "--profile", "follower"]).expectSuccess()
+        try await cli.run(["share", "end", "--profile", "walker"]).expectSuccess()
+        let ended = try await follow.nextJSON("session.ended at the follower") { $0["type"] == "session.ended" }
+        XCTAssertEqual(ended["sessionId"]?.stringValue, sessionId)
+        let followStatus = try await follow.exitStatus()
+        XCTAssertEqual(followStatus, 0, follow.stderr)
+        // `cancel` without an id cancels the alarm this profile raised last.
+        let cancelled = try await cli.run(["cancel", "--json", "--profile", "walker"]).expectSuccess()
+        XCTAssertEqual(cancelled.json.first?["alarmId"]?.stringValue, alarmId)
+
+        await relay.stop()
+    }
+
+    func testAFollowerReconnectsAfterARelayRestartAndKeepsReceiving() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (walker, _) = try await befriend(cli)
+        try await cli.run(["share", "start", "--profile", "walker"]).expectSuccess()
+        let follow = try cli.start(["follow", walker, "--json", "--timeout", "90", "--profile", "follower"])
+        defer { follow.stop() }
+        _ = try await follow.nextJSON("the follower to accept") { $0["type"] == "following" }
+
+        try await relay.restart()
+        // The follower signs in again with its token; the session survived the restart.
+        _ = try await follow.nextJSON("the follower to reconnect", within: 30) {
+            $0["type"] == "connection" && $0["state"] == "reconnected"
+        }
+        try await cli.run(["pos", "57.71,11.98", "--acc", "6", "--profile", "walker"]).expectSuccess()
+        let position = try await follow.nextJSON("a position after the restart") { $0["type"] == "pos" }
+        XCTAssertEqual(position["lat"], 57.71)
+        XCTAssertEqual(position["acc"], 6)
+        try await cli.run(["share", "end", "--profile", "walker"]).expectSuccess()
+        let status = try await follow.exitStatus()
+        XCTAssertEqual(status, 0, follow.stderr)
+        await relay.stop()
+    }
+
+    func testAPanicReachesAFollowerWatchingFromAnotherTerminal() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (walker, _) = try await befriend(cli)
+
+        let watch = try cli.start(["watch", "--json", "--timeout", "60", "--profile", "follower"])
+        defer { watch.stop() }
+        // No need to wait for the watcher to connect: an alarm raised before reaches it on sign-in.
+        let raised = try await cli.run(["panic", "--text", "on the bridge", "--at", "57.7,11.97", "--acc", "12", "--json", "--profile", "walker"])
+            .expectSuccess()
+        let alarmId = try XCTUnwrap(raised.json.first?["alarmId"]?.stringValue)
+        let alarm = try await watch.nextJSON("the alarm at the watcher") { $0["type"] == "alarm" }
+        XCTAssertEqual(alarm["alarm"]?["alarmId"]?.stringValue, alarmId)
+        XCTAssertEqual(alarm["alarm"]?["text"], "on the bridge")
+        XCTAssertEqual(alarm["alarm"]?["position"]?["acc"], 12)
+        XCTAssertEqual(alarm["alarm"]?["from"]?["username"]?.stringValue, walker)
+        watch.stop()
+        await relay.stop()
+    }
+
+    func testErrorsAreOneLineWithTheProtocolCodeAndANonZeroExit() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let name = uniqueName("cat")
+
+        let notSignedIn = try await cli.run(["friends", "list", "--profile", "nobody"] + cli.connection)
+        XCTAssertEqual(notSignedIn.status, 3)
+        XCTAssertTrue(notSignedIn.stderr.hasPrefix("homeward: error [unauthenticated]:"), notSignedIn.stderr)
+
+        try await cli.run(["register", name, "--password-stdin", "--profile", "cat"] + cli.connection, stdin: password).expectSuccess()
+        let taken = try await cli.run(["register", name, "--password-stdin", "--profile", "other"] + cli.connection, stdin: password)
+        XCTAssertEqual(taken.status, 1)
+        XCTAssertEqual(taken.stderr.split(separator: "\n").count, 1, taken.stderr)
+        XCTAssertTrue(taken.stderr.hasPrefix("homeward: error [conflict]:"), taken.stderr)
+
+        let missing = try await cli.run(["friends", "request", "no_such_user", "--json", "--profile", "cat"])
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertEqual(missing.json.first?["type"], "error")
+        XCTAssertEqual(missing.json.first?["code"], "not_found")
+
+        let untrusted = try await cli.run(["friends", "list", "--profile", "cat", "--ca", "/nonexistent/ca.pem"])
+        XCTAssertEqual(untrusted.status, 2)
+        XCTAssertTrue(untrusted.stderr.contains("error [tls]:") && untrusted.stderr.contains("/nonexistent/ca.pem"), untrusted.stderr)
+
+        let badWalk = try await cli.run(["walk", "--gpx", "/nonexistent/walk.gpx", "--profile", "cat"])
+        XCTAssertEqual(badWalk.status, 3)
+        XCTAssertTrue(badWalk.stderr.contains("error [file]: cannot read GPX file /nonexistent/walk.gpx"), badWalk.stderr)
+
+        let usage = try await cli.run(["walk", "--from", "1,2", "--profile", "cat"])
+        XCTAssertEqual(usage.status, 64)
+
+        // The profile file holds the token and is readable by its owner only.
+        let attributes = try FileManager.default.attributesOfItem(atPath: cli.configDirectory + "/profiles/cat.json")
+        XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
+
+        try await cli.run(["logout", "--profile", "cat"]).expectSuccess()
+        let afterLogout = try await cli.run(["friends", "list", "--profile", "cat"])
+        XCTAssertEqual(afterLogout.status, 3)
+        await relay.stop()
+    }
+
+    func testSimWithAFewWalkersLosesNothing() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let result = try await cli.run(["sim", "--walkers", "3", "--watchers", "2", "--rate", "10", "--duration", "2", "--alarms", "2", "--json"]
+                                       + cli.connection, within: 120)
+            .expectSuccess()
+        let summary = try XCTUnwrap(result.json.last)
+        XCTAssertEqual(summary["type"], "sim.summary")
+        XCTAssertEqual(summary["sent"], 60)
+        XCTAssertEqual(summary["expectedDeliveries"], 120)
+        XCTAssertEqual(summary["delivered"], 120)
+        XCTAssertEqual(summary["lost"], 0)
+        XCTAssertEqual(summary["duplicated"], 0)
+        XCTAssertEqual(summary["outOfOrder"], 0)
+        XCTAssertEqual(summary["errors"], 0)
+        XCTAssertEqual(summary["alarms"]?["delivered"], 4)
+        XCTAssertEqual(summary["alarms"]?["lost"], 0)
+        XCTAssertNotNil(summary["latencyMs"]?["p99.9"]?.numberValue)
+        XCTAssertEqual(summary["clean"], true)
+        await relay.stop()
+    }
+
+    func testTheShellRunsTypedCommandsAndPrintsEvents() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (walker, follower) = try await befriend(cli)
+        let script = """
+            whoami
+            share start --note "from the shell"
+            pos 57.70,11.97 --acc 3
+            friends request \(follower)
+            share end
+            exit
+
+            """
+        let shell = try await cli.run(["shell", "--profile", "walker"], stdin: script).expectSuccess()
+        XCTAssertTrue(shell.stdout.contains("\(walker) (Ann) on \(relay.url)"), shell.stdout)
+        XCTAssertTrue(shell.stdout.contains("started session s_"), shell.stdout)
+        XCTAssertTrue(shell.stdout.contains("sent 57.700000, 11.970000"), shell.stdout)
+        XCTAssertTrue(shell.stdout.contains("ended session s_"), shell.stdout)
+        // A failing command reports its error and the shell carries on.
+        XCTAssertTrue(shell.stderr.contains("error [conflict]"), shell.stderr)
+        await relay.stop()
+    }
+}

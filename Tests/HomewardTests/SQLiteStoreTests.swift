@@ -1,0 +1,335 @@
+import Foundation
+import GRDB
+import HomewardCore
+import HomewardProtocol
+@testable import HomewardStorage
+import XCTest
+
+final class SQLiteStoreTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("homeward-sqlite-\(UUID().uuidString)", isDirectory: true)
+    }
+
+    override func tearDownWithError() throws {
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// A database file in a directory that does not exist yet, to check the store creates it.
+    private var path: String { directory.appendingPathComponent("data/relay.sqlite").path }
+
+    private func open() throws -> SQLiteStore { try SQLiteStore(path: path) }
+
+    /// Closes `store` and loads what a fresh store on the same file sees.
+    private func reopenAndLoad(_ store: SQLiteStore) throws -> StoredState {
+        try store.close()
+        let reopened = try open()
+        defer { try? reopened.close() }
+        return try reopened.load()
+    }
+
+    private func users(_ names: String..., at time: Int64 = 1_000) -> [StoreChange] {
+        names.enumerated().map { index, name in
+            .createUser(UserProfile(username: name, name: name.capitalized), passwordHash: "hash-\(name)",
+                        at: time + Int64(index))
+        }
+    }
+
+    private func pairs(_ list: [(String, String)]) -> [String] { list.map { "\($0.0)|\($0.1)" } }
+
+    // MARK: - Round trip
+
+    func testEveryChangeSurvivesReopening() throws {
+        let store = try open()
+        try store.apply(users("alice", "bob", "carol", "dave"))
+        try store.apply([
+            .createToken(hash: "t-alice", username: "alice", at: 2_000),
+            .createToken(hash: "t-bob", username: "bob", at: 2_001),
+            .revokeToken(hash: "t-bob"),
+        ])
+        try store.apply([
+            .addFriendRequest(from: "carol", to: "alice", at: 3_000),
+            .addFriendRequest(from: "bob", to: "dave", at: 3_001),
+            .addFriendRequest(from: "dave", to: "carol", at: 3_002),
+            .removeFriendRequest(from: "bob", to: "dave"),
+        ])
+        try store.apply([
+            .addFriendship("bob", "alice", at: 4_000),
+            .addFriendship("alice", "dave", at: 4_001),
+            .addFriendship("carol", "bob", at: 4_002),
+            .removeFriendship("bob", "carol"),
+        ])
+        try store.apply([
+            .setAlarmContacts(owner: "alice", ["dave", "bob"]),
+            .setAlarmContacts(owner: "bob", ["alice"]),
+            .setAlarmContacts(owner: "bob", []),
+        ])
+
+        var session = FollowSession(id: "s_1", owner: "alice", note: "walking home", startedAt: 5_000)
+        session.set(.invited, for: "dave")
+        session.set(.accepted, for: "bob")
+        try store.apply([.saveSession(session)])
+
+        var alarm = Alarm(id: "a_1", owner: "bob", text: "help", position: Position(lat: 51.5, lon: -0.12, ts: 6_000),
+                          createdAt: 6_000, recipients: ["alice", "dave"])
+        alarm.deliveredAt["alice"] = 6_001
+        _ = alarm.acknowledge(by: "alice")
+        try store.apply([.saveAlarm(alarm)])
+        try store.apply([.lastSeen(username: "carol", at: 7_000), .lastSeen(username: "carol", at: 7_500)])
+
+        XCTAssertEqual(try store.passwordHash(of: "carol"), "hash-carol")
+        let state = try reopenAndLoad(store)
+
+        XCTAssertEqual(state.users, ["alice", "bob", "carol", "dave"].map { UserProfile(username: $0, name: $0.capitalized) })
+        XCTAssertEqual(state.lastSeen, ["carol": 7_500])
+        XCTAssertEqual(pairs(state.friendRequests.map { ($0.from, $0.to) }), ["carol|alice", "dave|carol"])
+        XCTAssertEqual(pairs(state.friendships), ["alice|bob", "alice|dave"])
+        XCTAssertEqual(state.alarmContacts, ["alice": ["dave", "bob"]])
+        XCTAssertEqual(state.sessions, [session])
+        XCTAssertEqual(state.alarms, [alarm])
+
+        let reopened = try open()
+        XCTAssertEqual(try reopened.passwordHash(of: "alice"), "hash-alice")
+        XCTAssertNil(try reopened.passwordHash(of: "nobody"))
+        XCTAssertEqual(try reopened.username(forTokenHash: "t-alice"), "alice")
+        XCTAssertNil(try reopened.username(forTokenHash: "t-bob"))
+        try reopened.close()
+    }
+
+    func testEmptyDatabaseLoadsNothing() throws {
+        let state = try reopenAndLoad(try open())
+        XCTAssertTrue(state.users.isEmpty)
+        XCTAssertTrue(state.lastSeen.isEmpty)
+        XCTAssertTrue(state.friendships.isEmpty)
+        XCTAssertTrue(state.friendRequests.isEmpty)
+        XCTAssertTrue(state.alarmContacts.isEmpty)
+        XCTAssertTrue(state.sessions.isEmpty)
+        XCTAssertTrue(state.alarms.isEmpty)
+    }
+
+    // MARK: - Friends
+
+    func testFriendshipIsStoredOnceInCanonicalOrder() throws {
+        let store = try open()
+        try store.apply(users("zed", "amy", "max"))
+        try store.apply([.addFriendship("zed", "amy", at: 1), .addFriendship("amy", "zed", at: 2)])
+        try store.apply([.addFriendship("max", "amy", at: 3)])
+        let rows = try store.inspect { db in
+            try Row.fetchAll(db, sql: "SELECT user_a, user_b FROM friendships ORDER BY user_a, user_b")
+                .map { "\($0["user_a"] as String)|\($0["user_b"] as String)" }
+        }
+        XCTAssertEqual(rows, ["amy|max", "amy|zed"])
+
+        try store.apply([.removeFriendship("zed", "amy")])
+        XCTAssertEqual(pairs(try reopenAndLoad(store).friendships), ["amy|max"])
+    }
+
+    func testFriendRequestTwiceIsIgnored() throws {
+        let store = try open()
+        try store.apply(users("amy", "zed"))
+        try store.apply([.addFriendRequest(from: "amy", to: "zed", at: 1)])
+        try store.apply([.addFriendRequest(from: "amy", to: "zed", at: 2)])
+        XCTAssertEqual(pairs(try reopenAndLoad(store).friendRequests.map { ($0.from, $0.to) }), ["amy|zed"])
+    }
+
+    // MARK: - Sessions
+
+    func testSessionInviteeStatesAndOrderArePreserved() throws {
+        let store = try open()
+        try store.apply(users("owner", "a", "b", "c", "d"))
+        var session = FollowSession(id: "s_1", owner: "owner", note: nil, startedAt: 10)
+        session.set(.invited, for: "c")
+        session.set(.accepted, for: "a")
+        session.set(.declined, for: "d")
+        session.set(.invited, for: "b")
+        try store.apply([.saveSession(session)])
+
+        // Saving again replaces the invitees with exactly the new list.
+        session.set(.left, for: "a")
+        session.set(.accepted, for: "b")
+        session.remove("d")
+        session.note = "late"
+        try store.apply([.saveSession(session)])
+
+        let loaded = try reopenAndLoad(store).sessions
+        XCTAssertEqual(loaded, [session])
+        XCTAssertEqual(loaded.first?.invitees, ["c", "a", "b"])
+        XCTAssertEqual(loaded.first?.state(of: "a"), .left)
+        XCTAssertEqual(loaded.first?.state(of: "b"), .accepted)
+        XCTAssertEqual(loaded.first?.state(of: "c"), .invited)
+        XCTAssertNil(loaded.first?.state(of: "d"))
+        XCTAssertEqual(loaded.first?.note, "late")
+    }
+
+    func testOnlyOneActiveSessionPerOwner() throws {
+        let store = try open()
+        try store.apply(users("owner"))
+        try store.apply([.saveSession(FollowSession(id: "s_1", owner: "owner", note: nil, startedAt: 1))])
+        XCTAssertThrowsError(try store.apply([.saveSession(FollowSession(id: "s_2", owner: "owner", note: nil, startedAt: 2))]))
+        // Ending the first one in the same batch frees the owner.
+        let second = FollowSession(id: "s_2", owner: "owner", note: nil, startedAt: 2)
+        try store.apply([.endSession(id: "s_1", reason: "replaced", at: 2), .saveSession(second)])
+        XCTAssertEqual(try reopenAndLoad(store).sessions, [second])
+    }
+
+    // MARK: - Alarms
+
+    func testAlarmAckOrderAndDeliveriesArePreserved() throws {
+        let store = try open()
+        try store.apply(users("owner", "b", "c", "d", "e"))
+        let position = Position(lat: -33.8688, lon: 151.2093, acc: 4.5, alt: 12.25, spd: 1.5, hdg: 359.5, batt: 42,
+                                ts: 1_700_000_000_123)
+        var alarm = Alarm(id: "a_1", owner: "owner", text: "help me", position: position, createdAt: 100, auto: true,
+                          recipients: ["d", "b", "c", "e"])
+        alarm.deliveredAt = ["d": 101, "c": 102]
+        try store.apply([.saveAlarm(alarm)])
+
+        _ = alarm.acknowledge(by: "c")
+        alarm.deliveredAt["b"] = 103
+        try store.apply([.saveAlarm(alarm)])
+        let firstAckTime = try ackedAt(store, "a_1", "c")
+        XCTAssertNotNil(firstAckTime)
+
+        _ = alarm.acknowledge(by: "d")
+        alarm.removeRecipient("e")
+        try store.apply([.saveAlarm(alarm)])
+        // Saving again keeps the time of the first acknowledgement.
+        XCTAssertEqual(try ackedAt(store, "a_1", "c"), firstAckTime)
+
+        let other = Alarm(id: "a_2", owner: "b", text: Alarm.defaultText, position: nil, createdAt: 200, recipients: ["owner"])
+        try store.apply([.saveAlarm(other)])
+
+        let loaded = try reopenAndLoad(store).alarms
+        XCTAssertEqual(loaded, [alarm, other])
+        XCTAssertEqual(loaded.first?.recipients, ["d", "b", "c"])
+        XCTAssertEqual(loaded.first?.acked, ["c", "d"])
+        XCTAssertEqual(loaded.first?.deliveredAt, ["d": 101, "c": 102, "b": 103])
+        XCTAssertEqual(loaded.first?.position, position)
+        XCTAssertEqual(loaded.first?.auto, true)
+        XCTAssertNil(loaded.last?.position)
+        XCTAssertEqual(loaded.last?.auto, false)
+    }
+
+    func testRepeatedRecipientsAndContactsDoNotFailTheSave() throws {
+        let store = try open()
+        try store.apply(users("owner", "b"))
+        let alarm = Alarm(id: "a_1", owner: "owner", text: "x", position: nil, createdAt: 1, recipients: ["b", "b"])
+        try store.apply([.saveAlarm(alarm), .setAlarmContacts(owner: "owner", ["b", "b"])])
+        let state = try reopenAndLoad(store)
+        XCTAssertEqual(state.alarms.first?.recipients, ["b"])
+        XCTAssertEqual(state.alarmContacts, ["owner": ["b"]])
+    }
+
+    func testEndedSessionsAndAlarmsAreNotLoaded() throws {
+        let store = try open()
+        try store.apply(users("a", "b"))
+        var kept = FollowSession(id: "s_kept", owner: "b", note: nil, startedAt: 2)
+        kept.set(.accepted, for: "a")
+        var ended = FollowSession(id: "s_ended", owner: "a", note: nil, startedAt: 1)
+        ended.set(.accepted, for: "b")
+        let keptAlarm = Alarm(id: "a_kept", owner: "a", text: "k", position: nil, createdAt: 3, recipients: ["b"])
+        let endedAlarm = Alarm(id: "a_ended", owner: "b", text: "e", position: nil, createdAt: 4, recipients: ["a"])
+        try store.apply([.saveSession(kept), .saveSession(ended), .saveAlarm(keptAlarm), .saveAlarm(endedAlarm)])
+        try store.apply([
+            .endSession(id: "s_ended", reason: "stopped", at: 10),
+            .endAlarm(id: "a_ended", reason: "cancelled", at: 11),
+        ])
+
+        let ends = try store.inspect { db in
+            try Row.fetchAll(db, sql: """
+                SELECT id, ended_at, end_reason FROM sessions WHERE ended_at IS NOT NULL
+                UNION ALL SELECT id, ended_at, end_reason FROM alarms WHERE ended_at IS NOT NULL
+                ORDER BY id
+                """).map { "\($0["id"] as String) \($0["ended_at"] as Int64) \($0["end_reason"] as String)" }
+        }
+        XCTAssertEqual(ends, ["a_ended 11 cancelled", "s_ended 10 stopped"])
+
+        let state = try reopenAndLoad(store)
+        XCTAssertEqual(state.sessions, [kept])
+        XCTAssertEqual(state.alarms, [keptAlarm])
+    }
+
+    // MARK: - Tokens
+
+    func testRevokedTokenNoLongerResolves() throws {
+        let store = try open()
+        try store.apply(users("alice"))
+        try store.apply([.createToken(hash: "h1", username: "alice", at: 1), .createToken(hash: "h2", username: "alice", at: 2)])
+        XCTAssertEqual(try store.username(forTokenHash: "h1"), "alice")
+        try store.apply([.revokeToken(hash: "h1")])
+        XCTAssertNil(try store.username(forTokenHash: "h1"))
+        try store.close()
+
+        let reopened = try open()
+        XCTAssertNil(try reopened.username(forTokenHash: "h1"))
+        XCTAssertEqual(try reopened.username(forTokenHash: "h2"), "alice")
+        try reopened.close()
+    }
+
+    func testTokenForUnknownUserIsRejected() throws {
+        let store = try open()
+        XCTAssertThrowsError(try store.apply([.createToken(hash: "h", username: "ghost", at: 1)]))
+        XCTAssertNil(try store.username(forTokenHash: "h"))
+    }
+
+    // MARK: - Transactions
+
+    func testFailingBatchLeavesNothingApplied() throws {
+        let store = try open()
+        try store.apply(users("alice"))
+        let session = FollowSession(id: "s_1", owner: "alice", note: nil, startedAt: 1)
+        XCTAssertThrowsError(try store.apply([
+            .createUser(UserProfile(username: "bob", name: "Bob"), passwordHash: "h", at: 2),
+            .createToken(hash: "t-bob", username: "bob", at: 2),
+            .addFriendship("alice", "bob", at: 2),
+            .saveSession(session),
+            .lastSeen(username: "alice", at: 2),
+            .createUser(UserProfile(username: "bob", name: "Bob again"), passwordHash: "h", at: 3),
+        ]))
+        XCTAssertNil(try store.passwordHash(of: "bob"))
+        XCTAssertNil(try store.username(forTokenHash: "t-bob"))
+
+        let state = try reopenAndLoad(store)
+        XCTAssertEqual(state.users, [UserProfile(username: "alice", name: "Alice")])
+        XCTAssertTrue(state.lastSeen.isEmpty)
+        XCTAssertTrue(state.friendships.isEmpty)
+        XCTAssertTrue(state.sessions.isEmpty)
+    }
+
+    // MARK: - Connection settings
+
+    func testDatabaseIsWALWithFullSyncAndForeignKeys() throws {
+        for store in [try open(), try open()] {  // a fresh file, then an existing one
+            try store.inspect { db in
+                XCTAssertEqual(try String.fetchOne(db, sql: "PRAGMA journal_mode"), "wal")
+                XCTAssertEqual(try Int.fetchOne(db, sql: "PRAGMA synchronous"), 2)  // FULL
+                XCTAssertEqual(try Int.fetchOne(db, sql: "PRAGMA foreign_keys"), 1)
+                XCTAssertEqual(try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM grdb_migrations WHERE identifier = 'v1'"), true)
+            }
+            try store.close()
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+    }
+
+    func testInMemoryStore() throws {
+        let store = try SQLiteStore.inMemory()
+        try store.apply(users("alice", "bob"))
+        try store.apply([.addFriendship("bob", "alice", at: 5), .lastSeen(username: "bob", at: 9)])
+        let state = try store.load()
+        XCTAssertEqual(state.users.map(\.username), ["alice", "bob"])
+        XCTAssertEqual(pairs(state.friendships), ["alice|bob"])
+        XCTAssertEqual(state.lastSeen, ["bob": 9])
+        XCTAssertEqual(try store.passwordHash(of: "bob"), "hash-bob")
+    }
+
+    // MARK: - Helpers
+
+    private func ackedAt(_ store: SQLiteStore, _ alarm: String, _ username: String) throws -> Int64? {
+        try store.inspect { db in
+            try Int64.fetchOne(db, sql: "SELECT acked_at FROM alarm_recipients WHERE alarm_id = ? AND username = ?",
+                               arguments: [alarm, username])
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import HomewardCore
+import HomewardProtocol
+import HomewardStorage
+import Synchronization
+import XCTest
+
+/// A clock the test moves by hand, so schedules fire without waiting.
+final class ManualClock: Sendable {
+    private let millis: Mutex<Int64>
+
+    init(_ start: Int64 = 1_763_830_000_000) { millis = Mutex(start) }
+
+    var now: Int64 { millis.withLock { $0 } }
+
+    func advance(by milliseconds: Int64) { millis.withLock { $0 += milliseconds } }
+
+    var function: @Sendable () -> Int64 { { self.now } }
+}
+
+/// A connection that records what the relay sends it.
+final class RecordingSink: ClientSink {
+    private let received = Mutex<[JSONValue]>([])
+    let name: String
+
+    init(_ name: String) { self.name = name }
+
+    func send(_ message: EncodedMessage) {
+        let value = try! JSONParser.parse(message.bytes.readableBytesView)
+        received.withLock { $0.append(value) }
+    }
+
+    func close(_ code: CloseCode, reason: String) {}
+
+    var messages: [JSONValue] { received.withLock { $0 } }
+
+    func events(_ type: String) -> [JSONValue] { messages.filter { $0["type"] == .string(type) } }
+
+    func clear() { received.withLock { $0.removeAll() } }
+}
+
+/// A relay over a real SQLite file with a manual clock; users are seeded straight into storage
+/// so that tests need no password hashing.
+final class SafetyHarness {
+    let directory: URL
+    let clock: ManualClock
+    var safety: SafetySettings
+    private(set) var relay: Relay
+    private var tokens: [String: String] = [:]
+
+    init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
+         clock: ManualClock = ManualClock()) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
+        self.clock = clock
+        self.safety = safety
+        let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
+        var changes: [StoreChange] = []
+        for user in users {
+            let token = Token.mint()
+            tokens[user] = token
+            changes.append(.createUser(UserProfile(username: user, name: user.capitalized), passwordHash: "x", at: clock.now))
+            changes.append(.createToken(hash: Token.hash(token), username: user, at: clock.now))
+        }
+        for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
+        try store.apply(changes)
+        relay = try Relay(store: store, safety: safety, clock: clock.function)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    /// A new relay on the same database, as after `kill -9` and a restart.
+    func restart() async throws {
+        await relay.drain()
+        let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
+        relay = try Relay(store: store, safety: safety, clock: clock.function)
+        await relay.drain()
+    }
+
+    /// Signs `user` in on a new connection.
+    func connect(_ user: String) async throws -> (RecordingSink, Authentication) {
+        let sink = RecordingSink(user)
+        let reply = try await serve(.hello(token: tokens[user]!), as: nil, sink: sink).get()
+        guard case .authenticated(let auth) = reply.auth else { throw RelayError.unauthenticated("no auth") }
+        return (sink, auth)
+    }
+
+    func disconnect(_ auth: Authentication, _ sink: RecordingSink) async {
+        relay.disconnect(auth.username, sink: sink)
+        await relay.drain()
+    }
+
+    /// Serves a request and waits until its events have been delivered.
+    func serve(_ request: Request, as auth: Authentication?, sink: RecordingSink) async -> Result<RelayReply, RelayError> {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<RelayReply, RelayError>, Never>) in
+            relay.serve(request, auth: auth, peer: "test", sink: sink) { continuation.resume(returning: $0) }
+        }
+        await relay.drain()
+        return result
+    }
+
+    func ok(_ request: Request, as auth: Authentication, sink: RecordingSink,
+            file: StaticString = #filePath, line: UInt = #line) async throws -> RelayReply {
+        let result = await serve(request, as: auth, sink: sink)
+        if case .failure(let error) = result { XCTFail("\(request) failed: \(error)", file: file, line: line) }
+        return try result.get()
+    }
+
+    /// Moves the clock and runs whatever became due.
+    func advance(by milliseconds: Int64) async {
+        clock.advance(by: milliseconds)
+        await relay.runDueWork()
+        await relay.drain()
+    }
+}
+
+extension RelayReply {
+    func field(_ key: String) -> JSONValue? { fields.last(where: { $0.0 == key })?.1 }
+}

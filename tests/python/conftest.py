@@ -1,0 +1,756 @@
+"""Fixtures and helpers for the independent end-to-end suite.
+
+The suite drives a real `homeward-relay` process from outside, over TLS WebSockets, and checks
+it against the wire contract (shared protocol.md). Async tests are plain `async def` functions:
+the `pytest_pyfunc_call` hook below runs each one in a fresh event loop (no pytest-asyncio
+needed), with a per-test time limit, and closes every client the test opened.
+
+Fixtures:
+- `relay`:     one relay for the whole session (fresh data dir), shared by most tests.
+- `own_relay`: a relay of the test's own, for tests that restart it (SIGKILL + start again).
+- `hw`:        the harness for `relay`; `own_hw` the same for `own_relay`. It opens clients,
+               registers users with unique names, makes friends, and checks relay health.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import http.client
+import inspect
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVER_HOSTNAME = os.environ.get("HOMEWARD_TEST_SERVER_HOSTNAME", "localhost")
+PASSWORD = "correct horse battery"
+TEST_TIMEOUT = float(os.environ.get("HOMEWARD_TEST_TIMEOUT", "120"))
+START_TIMEOUT = float(os.environ.get("HOMEWARD_START_TIMEOUT", "60"))
+REPLY_TIMEOUT = 15.0  # registration runs a slow KDF; keep generous
+
+NO_ID = object()  # pass as id=NO_ID to send a request without an id
+
+
+# --------------------------------------------------------------------------------------------
+# pytest plumbing
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (still run by default)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Runs `async def` tests in their own event loop, then closes the clients they opened."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    funcargs = pyfuncitem.funcargs
+    testargs = {name: funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    harnesses = [v for v in funcargs.values() if isinstance(v, Harness)]
+
+    async def main():
+        try:
+            await asyncio.wait_for(pyfuncitem.obj(**testargs), timeout=TEST_TIMEOUT)
+        finally:
+            for h in harnesses:
+                await h.aclose()
+
+    asyncio.run(main())
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    seen = set()
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, Harness):
+            value = value.relay
+        if isinstance(value, Relay) and id(value) not in seen:
+            seen.add(id(value))
+            report.sections.append((f"relay log ({value.log_path})", value.log_since_mark() or "(nothing logged)"))
+
+
+# --------------------------------------------------------------------------------------------
+# The relay process
+
+
+def find_binary() -> str:
+    env = os.environ.get("HOMEWARD_RELAY_BIN")
+    if env:
+        return env
+    for rel in (".build/release/homeward-relay", ".build/debug/homeward-relay"):
+        path = REPO_ROOT / rel
+        if path.exists():
+            return str(path)
+    return ""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Relay:
+    """One relay process on a loopback port and data dir; can be SIGKILLed and started again."""
+
+    def __init__(self, binary: str, workdir: Path):
+        self.binary = binary
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = workdir / "relay.log"
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.proc: subprocess.Popen | None = None
+        self._log_file = None
+        self._mark = 0
+        self.ssl_ctx: ssl.SSLContext | None = None
+        self.sentinel: dict | None = None  # two befriended users, for health checks
+
+    # -- lifecycle
+
+    @property
+    def ca_path(self) -> Path:
+        return self.data_dir / "certs" / "dev-ca.pem"
+
+    @property
+    def ws_url(self) -> str:
+        return f"wss://{self.host}:{self.port}/v1/ws"
+
+    def start(self) -> None:
+        if not self.binary or not Path(self.binary).exists():
+            pytest.fail(
+                f"relay binary not found ({self.binary or 'no HOMEWARD_RELAY_BIN, no .build/*/homeward-relay'})",
+                pytrace=False,
+            )
+        env = dict(os.environ)
+        env.setdefault("HOMEWARD_PBKDF2_ITERATIONS", "210000")
+        self._log_file = open(self.log_path, "ab", buffering=0)
+        self._log_file.write(f"\n===== starting relay on port {self.port} at {time.ctime()}\n".encode())
+        self.proc = subprocess.Popen(
+            [self.binary, "--host", self.host, "--port", str(self.port), "--data-dir", str(self.data_dir)],
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(self.workdir),
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"relay exited with {self.proc.returncode} during start\n{self.log_tail()}", pytrace=False
+                )
+            if self.ca_path.exists():
+                try:
+                    self.ssl_ctx = make_ssl_context(self.ca_path)
+                    status, _, _ = self.http_get("/healthz", timeout=2)
+                    if status == 200:
+                        return
+                    last_error = RuntimeError(f"/healthz answered {status}")
+                except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
+                    last_error = exc
+            time.sleep(0.1)  # polling interval, not synchronisation
+        self.stop()
+        pytest.fail(f"relay not ready within {START_TIMEOUT}s ({last_error})\n{self.log_tail()}", pytrace=False)
+
+    def stop(self) -> None:
+        """SIGTERM, then wait up to 10 s, then SIGKILL."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._close_log()
+
+    def kill(self) -> None:
+        """kill -9, and wait for the process to be gone."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._close_log()
+
+    def restart(self, hard: bool = True) -> None:
+        """Stops the relay (SIGKILL by default) and starts it again on the same port and data dir."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    async def restart_async(self, hard: bool = True) -> None:
+        await asyncio.to_thread(self.restart, hard)
+
+    def _close_log(self) -> None:
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+
+    # -- logs
+
+    def mark_log(self) -> None:
+        self._mark = self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def log_since_mark(self, limit: int = 20000) -> str:
+        if not self.log_path.exists():
+            return ""
+        data = self.log_path.read_bytes()[self._mark:]
+        text = data.decode("utf-8", "replace")
+        return text[-limit:]
+
+    def log_tail(self, limit: int = 8000) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        return self.log_path.read_bytes()[-limit:].decode("utf-8", "replace")
+
+    # -- plain HTTP(S)
+
+    def http_get(self, path: str, headers: dict | None = None, timeout: float = 10):
+        """GET over TLS (verified against the dev CA); returns (status, lowercased headers, body)."""
+        conn = _HTTPSConnection(self.host, self.port, context=self.ssl_ctx, timeout=timeout)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            resp = conn.getresponse()
+            body = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+        finally:
+            conn.close()
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """Connects to the loopback address but verifies the certificate for SERVER_HOSTNAME."""
+
+    def connect(self):
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=SERVER_HOSTNAME)
+
+
+def make_ssl_context(ca_path: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca_path))
+    return ctx
+
+
+@pytest.fixture(scope="session")
+def relay_binary() -> str:
+    return find_binary()
+
+
+@pytest.fixture(scope="session")
+def relay(relay_binary, tmp_path_factory):
+    r = Relay(relay_binary, tmp_path_factory.mktemp("relay"))
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def own_relay(relay_binary, tmp_path_factory):
+    r = Relay(relay_binary, tmp_path_factory.mktemp("own-relay"))
+    r.start()
+    yield r
+    r.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# WebSocket client
+
+
+def unique_username(prefix: str = "u") -> str:
+    p = re.sub(r"[^a-z0-9_.-]", "", prefix.lower())[:20]
+    return f"{p}{secrets.token_hex(5)}"  # <= 30 characters, lowercase
+
+
+def by_name(value: Any) -> Any:
+    """`by`/`from` fields may be a username or a user object; compare by username."""
+    if isinstance(value, dict):
+        return value.get("username")
+    return value
+
+
+def usernames(users) -> list:
+    return sorted(by_name(u) for u in users)
+
+
+class Client:
+    """One WebSocket connection. Replies are matched by `re`; everything else is buffered as events."""
+
+    def __init__(self, relay: Relay, label: str = "client"):
+        self.relay = relay
+        self.label = label
+        self.ws = None
+        self.events: list[dict] = []  # messages without `re` (events, and errors to id-less requests)
+        self.received: list[Any] = []  # every message, in order
+        self.stray_replies: list[dict] = []  # replies nobody waited for
+        self.binary_received: list[bytes] = []
+        self._pending: dict[str, asyncio.Future] = {}
+        self._next_id = 1
+        self._cond: asyncio.Condition | None = None
+        self._reader: asyncio.Task | None = None
+        self.closed = False
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
+        # set after authentication
+        self.username: str | None = None
+        self.name: str | None = None
+        self.password: str | None = None
+        self.token: str | None = None
+        self.user: dict | None = None
+
+    def __repr__(self):
+        return f"<Client {self.label} {self.username or ''}>"
+
+    # -- connection
+
+    async def connect(self, subprotocols=("homeward.v1",), ping_interval: float | None = 20,
+                      server_hostname: str = SERVER_HOSTNAME, **kwargs) -> "Client":
+        self._cond = asyncio.Condition()
+        self.ws = await ws_connect(
+            self.relay.ws_url,
+            ssl=self.relay.ssl_ctx,
+            server_hostname=server_hostname,
+            subprotocols=list(subprotocols) if subprotocols else None,
+            compression=None,
+            proxy=None,
+            ping_interval=ping_interval,
+            open_timeout=10,
+            close_timeout=5,
+            max_size=2**22,
+            **kwargs,
+        )
+        self._reader = asyncio.create_task(self._read_loop())
+        return self
+
+    @property
+    def subprotocol(self):
+        return self.ws.subprotocol
+
+    async def _read_loop(self):
+        try:
+            async for raw in self.ws:
+                if isinstance(raw, bytes):
+                    self.binary_received.append(raw)
+                    continue
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    msg = {"type": "<not json>", "raw": raw}
+                self.received.append(msg)
+                if isinstance(msg, dict) and "re" in msg:
+                    fut = self._pending.pop(json.dumps(msg["re"]), None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    else:
+                        self.stray_replies.append(msg)
+                else:
+                    self.events.append(msg)
+                async with self._cond:
+                    self._cond.notify_all()
+        except ConnectionClosed:
+            pass
+        except Exception as exc:  # noqa: BLE001 - keep the reason for the test report
+            self.events.append({"type": "<reader error>", "error": repr(exc)})
+        finally:
+            self.closed = True
+            rcvd = self.ws.protocol.close_rcvd
+            self.close_code = rcvd.code if rcvd is not None else 1006
+            self.close_reason = rcvd.reason if rcvd is not None else None
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"{self.label}: connection closed ({self.close_code})"))
+            self._pending.clear()
+            async with self._cond:
+                self._cond.notify_all()
+
+    async def close(self):
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, 10)
+
+    async def wait_closed(self, timeout: float = 10) -> int:
+        """Waits for the relay to close the connection; returns the close code it sent (1006: none)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"{self.label}: still open after {timeout}s; events: {self.events[-10:]}") from None
+        return self.close_code
+
+    # -- sending
+
+    async def send_json(self, obj: Any):
+        await self.ws.send(json.dumps(obj))
+
+    async def send_raw(self, data: str | bytes):
+        await self.ws.send(data)
+
+    def _new_id(self) -> int:
+        i = self._next_id
+        self._next_id += 1
+        return i
+
+    async def request(self, msg_type: str, /, *, timeout: float = REPLY_TIMEOUT, **fields) -> dict | None:
+        """Sends a request and returns its reply (ok or error). `id=NO_ID` sends it without an id
+        and returns None; `id=<value>` uses that id instead of the next integer."""
+        msg = {"type": msg_type}
+        rid = fields.pop("id", None)
+        if rid is NO_ID:
+            msg.update(fields)
+            await self.send_json(msg)
+            return None
+        if rid is None:
+            rid = self._new_id()
+        msg["id"] = rid
+        msg.update(fields)
+        return await self.send_and_wait(json.dumps(msg), rid, timeout=timeout)
+
+    async def send_and_wait(self, text: str, rid: Any, timeout: float = REPLY_TIMEOUT) -> dict:
+        """Sends raw text and waits for the reply whose `re` equals `rid`."""
+        key = json.dumps(rid)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[key] = fut
+        await self.ws.send(text)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            self._pending.pop(key, None)
+            raise AssertionError(f"{self.label}: no reply to {text[:200]!r} within {timeout}s; events: {self.events[-10:]}")
+
+    async def send_expect_error(self, text: str, rid: Any, timeout: float = REPLY_TIMEOUT) -> dict:
+        """Sends raw text; returns the reply with `re == rid`, or else the first id-less error event
+        (for input a relay may be unable to read an id from)."""
+        key = json.dumps(rid)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[key] = fut
+        await self.ws.send(text)
+        found: list = []
+
+        def check():
+            if fut.done():
+                return True
+            i = self._find("error", None)
+            if i is not None:
+                found.append(self.events.pop(i))
+                return True
+            return self.closed
+
+        try:
+            async with self._cond:
+                await asyncio.wait_for(self._cond.wait_for(check), timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._pending.pop(key, None)
+        if fut.done() and not fut.exception():
+            return fut.result()
+        if found:
+            return found[0]
+        raise AssertionError(f"{self.label}: no reply or error for {text[:200]!r}; events: {self.events[-10:]}")
+
+    async def ok(self, msg_type: str, /, **fields) -> dict:
+        reply = await self.request(msg_type, **fields)
+        assert reply.get("type") == "ok", f"{self.label}: {msg_type} {fields} -> {reply}"
+        return reply
+
+    async def err(self, msg_type: str, code: str, /, **fields) -> dict:
+        reply = await self.request(msg_type, **fields)
+        assert reply.get("type") == "error" and reply.get("code") == code, \
+            f"{self.label}: {msg_type} {fields}: expected error {code}, got {reply}"
+        assert isinstance(reply.get("message", ""), str)
+        return reply
+
+    async def sync(self):
+        """A round trip: everything the relay sent this connection before now has been read."""
+        await self.ok("ping")
+
+    # -- events
+
+    def _find(self, msg_type: str | None, predicate: Callable | None):
+        for i, ev in enumerate(self.events):
+            if not isinstance(ev, dict):
+                continue
+            if msg_type is not None and ev.get("type") != msg_type:
+                continue
+            if predicate is not None and not predicate(ev):
+                continue
+            return i
+        return None
+
+    def events_of(self, msg_type: str, predicate: Callable | None = None) -> list:
+        return [e for e in self.events if isinstance(e, dict) and e.get("type") == msg_type
+                and (predicate is None or predicate(e))]
+
+    async def expect_event(self, msg_type: str, timeout: float = 5, predicate: Callable | None = None) -> dict:
+        """Waits for (and consumes) the first buffered or arriving event of this type."""
+        found: list = []
+
+        def check():
+            i = self._find(msg_type, predicate)
+            if i is not None:
+                found.append(self.events.pop(i))
+                return True
+            return self.closed
+
+        try:
+            async with self._cond:
+                await asyncio.wait_for(self._cond.wait_for(check), timeout)
+        except asyncio.TimeoutError:
+            pass
+        if found:
+            return found[0]
+        state = f"closed ({self.close_code})" if self.closed else "open"
+        raise AssertionError(
+            f"{self.label}: no {msg_type!r} event within {timeout}s (connection {state}); buffered: {self.events[-15:]}"
+        )
+
+    async def no_event(self, msg_type: str, within: float = 0.5, predicate: Callable | None = None):
+        """Asserts that no such event is buffered or arrives within `within` seconds."""
+        await asyncio.sleep(within)
+        matches = self.events_of(msg_type, predicate)
+        assert not matches, f"{self.label}: unexpected {msg_type!r} event(s): {matches}"
+
+    def drain(self, msg_type: str | None = None):
+        if msg_type is None:
+            self.events.clear()
+        else:
+            self.events[:] = [e for e in self.events if not (isinstance(e, dict) and e.get("type") == msg_type)]
+
+    # -- authentication
+
+    def _take_auth(self, reply: dict, password: str | None = None):
+        self.user = reply.get("user")
+        self.username = self.user.get("username") if isinstance(self.user, dict) else None
+        self.name = self.user.get("name") if isinstance(self.user, dict) else None
+        if "token" in reply:
+            self.token = reply["token"]
+        if password is not None:
+            self.password = password
+        self.label = f"{self.label}:{self.username}"
+
+
+class Harness:
+    """Opens clients against one relay, and closes them all at the end of the test."""
+
+    def __init__(self, relay: Relay):
+        self.relay = relay
+        self.clients: list[Client] = []
+        self._kdf_gate = asyncio.Semaphore(4)  # concurrent register/login (each runs a slow KDF)
+
+    async def aclose(self):
+        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+        self.clients.clear()
+
+    async def connect(self, label: str = "anon", **kwargs) -> Client:
+        c = Client(self.relay, label)
+        await c.connect(**kwargs)
+        self.clients.append(c)
+        return c
+
+    async def register(self, prefix: str = "u", *, name: str | None = None, password: str = PASSWORD,
+                       username: str | None = None) -> Client:
+        c = await self.connect(prefix)
+        fields = {"username": username or unique_username(prefix), "password": password}
+        if name is not None:
+            fields["name"] = name
+        async with self._kdf_gate:
+            reply = await c.request("register", **fields)
+        assert reply.get("type") == "ok", f"register {fields['username']} -> {reply}"
+        assert isinstance(reply.get("token"), str) and reply["token"], reply
+        c._take_auth(reply, password)
+        return c
+
+    async def users(self, *prefixes: str) -> list[Client]:
+        return list(await asyncio.gather(*(self.register(p) for p in prefixes)))
+
+    async def login(self, username: str, password: str = PASSWORD, label: str = "login") -> Client:
+        c = await self.connect(label)
+        async with self._kdf_gate:
+            reply = await c.request("login", username=username, password=password)
+        assert reply.get("type") == "ok", f"login {username} -> {reply}"
+        c._take_auth(reply, password)
+        return c
+
+    async def hello(self, token: str, label: str = "hello") -> Client:
+        c = await self.connect(label)
+        reply = await c.request("hello", token=token)
+        assert reply.get("type") == "ok", f"hello -> {reply}"
+        c._take_auth(reply)
+        c.token = token
+        return c
+
+    async def another_device(self, c: Client, label: str = "device") -> Client:
+        d = await self.hello(c.token, label=label)
+        d.password = c.password
+        return d
+
+    async def befriend(self, a: Client, b: Client):
+        """a asks, b accepts; both see friend.added."""
+        await a.ok("friend.request", username=b.username)
+        await b.expect_event("friend.request", predicate=lambda e: by_name(e.get("from")) == a.username)
+        await b.ok("friend.accept", username=a.username)
+        await a.expect_event("friend.added", predicate=lambda e: by_name(e.get("user")) == b.username)
+        await b.expect_event("friend.added", predicate=lambda e: by_name(e.get("user")) == a.username)
+
+    async def go_offline(self, c: Client, watcher: Client | None = None):
+        """Closes c; if a friend `watcher` is given, waits for its presence-offline event so the
+        relay has certainly processed the disconnect."""
+        await c.close()
+        if watcher is not None:
+            await watcher.expect_event(
+                "presence", timeout=10,
+                predicate=lambda e: e.get("username") == c.username and e.get("online") is False)
+
+    async def check_healthy(self):
+        """A fresh client can still log in and the sentinel friendship is intact."""
+        s = self.relay.sentinel
+        if s is None:
+            a, b = await self.users("senta", "sentb")
+            await self.befriend(a, b)
+            s = self.relay.sentinel = {"a": a.username, "b": b.username}
+            await a.close()
+            await b.close()
+        c = await self.login(s["a"], label="health")
+        reply = await c.ok("friend.list")
+        assert s["b"] in [f.get("username") for f in reply.get("friends", [])], reply
+        await c.close()
+
+
+@pytest.fixture
+def hw(relay):
+    relay.mark_log()
+    return Harness(relay)
+
+
+@pytest.fixture
+def own_hw(own_relay):
+    own_relay.mark_log()
+    return Harness(own_relay)
+
+
+# --------------------------------------------------------------------------------------------
+# Raw WebSocket over TLS, for frames the websockets library will not send
+
+
+class RawWebSocket:
+    """A minimal blocking WebSocket client on an ssl socket: a manual handshake, masked frames
+    built by hand, and a frame reader. Used for invalid UTF-8 in a text frame."""
+
+    def __init__(self, relay: Relay, path: str = "/v1/ws", timeout: float = 15):
+        raw = socket.create_connection((relay.host, relay.port), timeout=timeout)
+        self.sock = relay.ssl_ctx.wrap_socket(raw, server_hostname=SERVER_HOSTNAME)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = (
+            f"GET {path} HTTP/1.1\r\nHost: {relay.host}:{relay.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        self.sock.sendall(req.encode())
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError(f"closed during handshake: {self.buf!r}")
+            self.buf += chunk
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        self.status_line = head.split(b"\r\n", 1)[0].decode()
+        if " 101 " not in self.status_line + " ":
+            raise ConnectionError(f"handshake refused: {head!r}")
+
+    def send_frame(self, opcode: int, payload: bytes, fin: bool = True):
+        mask = os.urandom(4)
+        header = bytes([(0x80 if fin else 0) | opcode])
+        n = len(payload)
+        if n < 126:
+            header += bytes([0x80 | n])
+        elif n < 65536:
+            header += bytes([0x80 | 126]) + struct.pack("!H", n)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack("!Q", n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(header + mask + masked)
+
+    def send_text(self, text: str):
+        self.send_frame(0x1, text.encode())
+
+    def _read_exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_frame(self) -> tuple[int, bytes]:
+        b0, b1 = self._read_exact(2)
+        opcode = b0 & 0x0F
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self._read_exact(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self._read_exact(8))[0]
+        if b1 & 0x80:
+            mask = self._read_exact(4)
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self._read_exact(n)))
+        else:
+            data = self._read_exact(n)
+        return opcode, data
+
+    def read_json_reply(self, rid) -> dict:
+        """Reads text frames until the reply with `re == rid`."""
+        while True:
+            opcode, data = self.read_frame()
+            if opcode == 0x1:
+                msg = json.loads(data)
+                if isinstance(msg, dict) and msg.get("re") == rid:
+                    return msg
+            elif opcode == 0x8:
+                raise ConnectionError(f"closed: {data!r}")
+
+    def read_until_close(self) -> tuple[int | None, list]:
+        """Returns (close code, text messages seen before it); None if the socket just ended."""
+        texts = []
+        while True:
+            try:
+                opcode, data = self.read_frame()
+            except (ConnectionError, OSError, ssl.SSLError):
+                return None, texts
+            if opcode == 0x1:
+                texts.append(data.decode("utf-8", "replace"))
+            elif opcode == 0x9:  # ping -> pong
+                self.send_frame(0xA, data)
+            elif opcode == 0x8:
+                code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
+                with contextlib.suppress(Exception):
+                    self.send_frame(0x8, data[:2])
+                return code, texts
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.sock.close()
