@@ -218,6 +218,11 @@ public final class Relay: @unchecked Sendable {
     /// On the queue: attaches the connection, replies, then sends what the user missed.
     private func signIn(_ auth: Authentication, previous: Authentication?, sink: any ClientSink,
                         reply: [(String, JSONValue)], done: @escaping Completion) {
+        // Signing in again as the same user on the same connection changes nothing anyone can see.
+        if let previous, previous.username == auth.username {
+            done(.success(RelayReply(reply, auth: .authenticated(auth))))
+            return
+        }
         if let previous { detach(previous.username, sink) }
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
@@ -289,6 +294,9 @@ public final class Relay: @unchecked Sendable {
                 throw .invalid("not served here")
             }
             try persist(outcome.changes)
+            // Audiences change before the reply so that a position sent right after an ok
+            // already reaches the new observer.
+            applyAudience(outcome)
             done(.success(RelayReply(outcome.reply, auth: authChange)))
             publish(outcome)
         } catch {
@@ -300,13 +308,17 @@ public final class Relay: @unchecked Sendable {
 
     /// Sends an outcome's events and applies its audience changes.
     private func publish(_ outcome: Outcome) {
+        applyAudience(outcome)
+        for event in outcome.events { deliver(EncodedMessage(event.message), to: event.to) }
+        alarmsPending.record(state.alarms.count)
+        armTimer()
+    }
+
+    private func applyAudience(_ outcome: Outcome) {
         for owner in outcome.audienceChanged {
             presence.setAudience(of: owner, to: state.audience(of: owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
-        for event in outcome.events { deliver(EncodedMessage(event.message), to: event.to) }
-        alarmsPending.record(state.alarms.count)
-        armTimer()
     }
 
     /// Persists and publishes an outcome that no request is waiting for.

@@ -4,6 +4,7 @@ import HomewardProtocol
 import HomewardStorage
 import Logging
 import NIOCore
+import Synchronization
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
@@ -93,6 +94,7 @@ public final class RunningRelay: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     private let logger: Logger
+    private let stopping = Mutex<Task<Void, Never>?>(nil)
 
     init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
          connections: ConnectionRegistry, logger: Logger) {
@@ -106,7 +108,18 @@ public final class RunningRelay: Sendable {
     }
 
     /// Stops accepting, closes every connection with 1001, finishes storage writes, stops the event loops.
+    /// Safe to call more than once and from several tasks: every caller waits for the one shutdown.
     public func shutdown() async {
+        let task = stopping.withLock { task in
+            if let task { return task }
+            let started = Task { await self.stop() }
+            task = started
+            return started
+        }
+        await task.value
+    }
+
+    private func stop() async {
         logger.info("shutting down")
         try? await channel.close()
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
@@ -162,8 +175,11 @@ struct PipelineFactory: Sendable {
                         ])
                     }
                 })
+            // Handlers are not Sendable; the upgrade completes on this channel's loop, so bind them to it.
+            let upgradeOnly = NIOLoopBound((http, handshakeTimer), eventLoop: channel.eventLoop)
             try sync.configureHTTPServerPipeline(
                 withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                    let (http, handshakeTimer) = upgradeOnly.value
                     context.pipeline.syncOperations.removeHandler(http, promise: nil)
                     context.pipeline.syncOperations.removeHandler(handshakeTimer, promise: nil)
                 }),

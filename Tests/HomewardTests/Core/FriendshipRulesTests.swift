@@ -140,7 +140,7 @@ final class FriendshipRulesTests: XCTestCase {
     func testRemovingObserverEndsTheirObservationAndPendingInvite() throws {
         var state = CoreFixture.state(friends: [("alice", "bob")])
         let start = try state.startSession("alice", invite: nil, note: nil, now: now)
-        let id = try XCTUnwrap(start.reply("session")?["sessionId"]?.stringValue)
+        _ = try XCTUnwrap(start.reply("session")?["sessionId"]?.stringValue)
 
         // bob only invited, not yet accepted; alice unfriends him.
         let outcome = try state.removeFriend("alice", "bob")
