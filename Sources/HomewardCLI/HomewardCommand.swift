@@ -13,7 +13,7 @@ public struct HomewardCommand: AsyncParsableCommand {
         subcommands: [
             RegisterCommand.self, LoginCommand.self, LogoutCommand.self, WhoamiCommand.self,
             FriendsCommand.self, ShareCommand.self, FollowCommand.self, WatchCommand.self,
-            PosCommand.self, WalkCommand.self,
+            CheckinCommand.self, PosCommand.self, WalkCommand.self,
             PanicCommand.self, AckCommand.self, CancelCommand.self, ContactsCommand.self,
             ShellCommand.self, SimCommand.self,
         ])

@@ -132,6 +132,53 @@ final class CLIEndToEndTests: XCTestCase {
         await relay.stop()
     }
 
+    func testShareWithSafetyOptionsCheckinAndArrivalEndTheSessionForTheFollower() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (_, follower) = try await befriend(cli)
+
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        let started = try await cli.run([
+            "share", "start", "--invite", follower, "--check-in", "30", "--destination", "57.7,11.97,40", "--ttl", "120",
+            "--json", "--profile", "walker",
+        ]).expectSuccess()
+        let session = try XCTUnwrap(started.json.first?["session"])
+        let sessionId = try XCTUnwrap(session["sessionId"]?.stringValue)
+        let checkInBy = try XCTUnwrap(session["checkInBy"]?.numberValue)
+        XCTAssertEqual(checkInBy, Double(before + 30 * 60_000), accuracy: 60_000)
+        XCTAssertEqual(session["destination"]?["radius"], 40)
+        let expiresAt = try XCTUnwrap(session["expiresAt"]?.numberValue)
+        XCTAssertEqual(expiresAt, Double(before + 120 * 60_000), accuracy: 60_000)
+
+        let moved = try await cli.run(["checkin", "--next", "5", "--json", "--profile", "walker"]).expectSuccess()
+        let next = try XCTUnwrap(moved.json.first?["checkInBy"]?.numberValue)
+        XCTAssertEqual(next, Double(before + 5 * 60_000), accuracy: 60_000)
+        let listed = try await cli.run(["share", "list", "--json", "--profile", "walker"]).expectSuccess()
+        XCTAssertEqual(listed.json.first?["own"]?["checkInBy"]?.numberValue, next)
+
+        let tooFar = try await cli.run(["checkin", "--next", "20000", "--profile", "walker"])
+        XCTAssertEqual(tooFar.status, 64)
+        let cleared = try await cli.run(["checkin", "--json", "--profile", "walker"]).expectSuccess()
+        XCTAssertEqual(cleared.json.first?["checkInBy"], .null)
+        let afterClear = try await cli.run(["share", "list", "--json", "--profile", "walker"]).expectSuccess()
+        XCTAssertNil(afterClear.json.first?["own"]?["checkInBy"])
+
+        let watch = try cli.start(["watch", "--json", "--timeout", "60", "--profile", "follower"])
+        defer { watch.stop() }
+        _ = try await watch.nextJSON("the invitation at the watcher") { $0["type"] == "session.invite" }
+        // A position inside the destination ends the walk by itself.
+        try await cli.run(["pos", "57.70001,11.97001", "--profile", "walker"]).expectSuccess()
+        let ended = try await watch.nextJSON("the arrival at the watcher") { $0["type"] == "session.ended" }
+        XCTAssertEqual(ended["sessionId"]?.stringValue, sessionId)
+        XCTAssertEqual(ended["reason"], "arrived")
+        let gone = try await cli.run(["checkin", "--profile", "walker"])
+        XCTAssertEqual(gone.status, 1)
+        XCTAssertTrue(gone.stderr.contains("[not_found]"), gone.stderr)
+        watch.stop()
+        await relay.stop()
+    }
+
     func testErrorsAreOneLineWithTheProtocolCodeAndANonZeroExit() async throws {
         let relay = try await LoopbackRelay.start()
         let cli = try CLIHarness(relay: relay)

@@ -34,7 +34,7 @@ struct ShareCommand: AsyncParsableCommand {
             let session = try await context.call { () async throws(RelayClientError) in
                 try await context.client.startSession(options)
             }
-            context.console.emit("started session \(session.id); invited: \(session.invited.isEmpty ? "nobody (no friends yet)" : session.invited.joined(separator: ", "))",
+            context.console.emit("started session \(session.id); invited: \(session.invited.isEmpty ? "nobody (no friends yet)" : session.invited.joined(separator: ", "))\(SessionText.safety(session))",
                                  json: ["type": "session.started", "session": SessionText.json(session)])
         }
 

@@ -11,6 +11,11 @@ public struct FollowMeSession: Sendable, Equatable {
     public var observers: [String]
     /// Everyone invited, in invitation order.
     public var invited: [String]
+    /// Safety extensions, when the session has them: the check-in deadline and expiry (Unix
+    /// milliseconds) and where the walk ends.
+    public var checkInBy: Int64?
+    public var expiresAt: Int64?
+    public var destination: Destination?
 
     init?(json: JSONValue?) {
         guard let json, let id = json.string("sessionId"), let owner = User(json: json.object("owner")) else { return nil }
@@ -20,6 +25,9 @@ public struct FollowMeSession: Sendable, Equatable {
         self.startedAt = json.int64("startedAt") ?? 0
         self.observers = json.strings("observers")
         self.invited = json.strings("invited")
+        self.checkInBy = json.int64("checkInBy")
+        self.expiresAt = json.int64("expiresAt")
+        self.destination = json.object("destination").flatMap { try? Destination(from: $0) }
     }
 }
 
