@@ -42,23 +42,10 @@ public struct RaisedAlarm: Sendable, Equatable {
     public var recipients: [AlarmRecipient]
 }
 
-/// What an alarm carries when raised: all optional, as in the contract.
-public struct AlarmRequest: Sendable, Equatable {
-    public var text: String?
-    public var lat: Double?
-    public var lon: Double?
-    public var acc: Double?
-    /// Recipients; nil means the alarm contacts, or all friends.
-    public var to: [String]?
+/// What an alarm carries when raised: the protocol's own request type, shared with the relay.
+public typealias AlarmRequest = Request.AlarmRaise
 
-    public init(text: String? = nil, lat: Double? = nil, lon: Double? = nil, acc: Double? = nil, to: [String]? = nil) {
-        self.text = text
-        self.lat = lat
-        self.lon = lon
-        self.acc = acc
-        self.to = to
-    }
-
+extension Request.AlarmRaise {
     var fields: [(String, JSONValue)] {
         var fields: [(String, JSONValue)] = []
         if let text { fields.append(("text", .string(text))) }
