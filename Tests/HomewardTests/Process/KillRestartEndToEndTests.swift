@@ -1,0 +1,169 @@
+import Foundation
+import HomewardProtocol
+import XCTest
+
+/// The real `homeward-relay` process, killed with SIGKILL and started again on the same data
+/// directory: what was acknowledged with `ok` must still be there, and what the safety
+/// extensions scheduled must still happen.
+final class KillRestartEndToEndTests: XCTestCase {
+    private let password = "correct horse battery"
+
+    private func startRelay(_ arguments: [String] = []) async throws -> RelayProcess {
+        let relay = try await RelayProcess.start(arguments)
+        addTeardownBlock { relay.stop() }
+        return relay
+    }
+
+    private func register(_ base: String, on relay: RelayProcess) async throws -> (username: String, token: String, client: TestClient) {
+        let username = TestRelay.uniqueUsername(base)
+        let client = try await relay.connect(label: username)
+        let reply = try await client.ok("register", ["username": .string(username), "password": .string(password)])
+        let token = try XCTUnwrap(reply["token"]?.stringValue)
+        return (username, token, client)
+    }
+
+    private func hello(_ token: String, on relay: RelayProcess, label: String) async throws -> TestClient {
+        let client = try await relay.connect(label: label)
+        try await client.ok("hello", ["token": .string(token)])
+        return client
+    }
+
+    private func befriend(_ a: (username: String, token: String, client: TestClient),
+                          _ b: (username: String, token: String, client: TestClient)) async throws {
+        try await a.client.ok("friend.request", ["username": .string(b.username)])
+        try await b.client.ok("friend.accept", ["username": .string(a.username)])
+        try await a.client.event("friend.added")
+    }
+
+    func testAlarmRaisedBeforeSIGKILLReachesAFriendWhoSignsInAfterTheRestart() async throws {
+        let relay = try await startRelay()
+        let alice = try await register("alice", on: relay)
+        let bob = try await register("bob", on: relay)
+        try await befriend(alice, bob)
+        await bob.client.close()
+        let raised = try await alice.client.ok("alarm.raise", ["text": "stored before ok", "lat": 57.7, "lon": 11.97])
+        let alarmId = try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue)
+
+        try await relay.killAndRestart()
+
+        let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
+        let alarm = try await bobAgain.event("alarm")
+        XCTAssertEqual(alarm["alarm"]?["alarmId"]?.stringValue, alarmId)
+        XCTAssertEqual(alarm["alarm"]?["text"], "stored before ok")
+        XCTAssertEqual(alarm["alarm"]?["position"]?["lat"], 57.7)
+        // The friendship and alice's token survived too.
+        let aliceAgain = try await hello(alice.token, on: relay, label: "alice-after-kill")
+        let friends = try await aliceAgain.ok("friend.list")
+        XCTAssertEqual(friends["friends"]?.arrayValue?.compactMap { $0["username"]?.stringValue }, [bob.username])
+        await bobAgain.close()
+        await aliceAgain.close()
+    }
+
+    func testMissedCheckInWhileTheRelayWasDeadFiresOnceRightAfterTheRestart() async throws {
+        let relay = try await startRelay()
+        let alice = try await register("alice", on: relay)
+        let bob = try await register("bob", on: relay)
+        try await befriend(alice, bob)
+        let deadline = Int64(Date().timeIntervalSince1970 * 1000) + 1500
+        let start = try await alice.client.ok("session.start", ["checkInBy": .int(deadline)])
+        let sessionId = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        try await bob.client.ok("session.accept", ["sessionId": .string(sessionId)])
+
+        relay.kill()
+        // The deadline must pass while nothing runs: that is the case under test.
+        let wait = deadline - Int64(Date().timeIntervalSince1970 * 1000) + 200
+        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
+        try await relay.launch()
+
+        let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
+        let alarm = try await bobAgain.event("alarm")
+        XCTAssertEqual(alarm["alarm"]?["auto"], true)
+        XCTAssertEqual(alarm["alarm"]?["from"]?["username"]?.stringValue, alice.username)
+        // Exactly once: after a second SIGKILL and restart, bob holds that one alarm and no other.
+        let alarmId = try XCTUnwrap(alarm["alarm"]?["alarmId"]?.stringValue)
+        try await relay.killAndRestart()
+        let bobThird = try await hello(bob.token, on: relay, label: "bob-after-second-kill")
+        let alarms = try await bobThird.eventsAfterRoundTrip("alarm")
+        XCTAssertEqual(alarms.compactMap { $0["alarm"]?["alarmId"]?.stringValue }, [alarmId])
+        await bobAgain.close()
+        await bobThird.close()
+    }
+
+    func testRepeatScheduleOfAnUnacknowledgedAlarmSurvivesSIGKILL() async throws {
+        let relay = try await startRelay(["--alarm-repeat-interval", "1", "--alarm-repeat-max", "3"])
+        let alice = try await register("alice", on: relay)
+        let bob = try await register("bob", on: relay)
+        try await befriend(alice, bob)
+        let raised = try await alice.client.ok("alarm.raise", ["text": "answer me"])
+        let alarmId = try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue)
+
+        try await relay.killAndRestart()
+
+        let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
+        let repeated = try await bobAgain.event("alarm", timeout: 15) { $0["repeat"] != nil }
+        XCTAssertEqual(repeated["alarm"]?["alarmId"]?.stringValue, alarmId)
+        XCTAssertGreaterThanOrEqual(repeated["repeat"]?.numberValue ?? 0, 1)
+        try await bobAgain.ok("alarm.ack", ["alarmId": .string(alarmId)])
+        await bobAgain.close()
+    }
+
+    func testObserversLearnOfLostContactAfterSIGKILLWhenTheWalkerDoesNotReturn() async throws {
+        let relay = try await startRelay(["--lost-contact-grace", "1"])
+        let alice = try await register("alice", on: relay)
+        let bob = try await register("bob", on: relay)
+        try await befriend(alice, bob)
+        let start = try await alice.client.ok("session.start", [:])
+        let sessionId = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        try await bob.client.ok("session.accept", ["sessionId": .string(sessionId)])
+        try await alice.client.send(["type": "pos", "lat": 57.7, "lon": 11.97])
+        try await bob.client.event("pos")
+
+        try await relay.killAndRestart()
+
+        let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
+        let lost = try await bobAgain.event("session.lost", timeout: 15)
+        XCTAssertEqual(lost["sessionId"]?.stringValue, sessionId)
+        let aliceAgain = try await hello(alice.token, on: relay, label: "alice-after-kill")
+        let resumed = try await bobAgain.event("session.resumed")
+        XCTAssertEqual(resumed["sessionId"]?.stringValue, sessionId)
+        await aliceAgain.close()
+        await bobAgain.close()
+    }
+
+    func testExpiryAndDestinationSurviveSIGKILL() async throws {
+        let relay = try await startRelay()
+        let alice = try await register("alice", on: relay)
+        let bob = try await register("bob", on: relay)
+        let carol = try await register("carol", on: relay)
+        try await befriend(alice, bob)
+        try await befriend(bob, carol)
+        // alice walks to a destination; carol's session expires after 1 s.
+        let walk = try await alice.client.ok("session.start", ["destination": ["lat": 57.7, "lon": 11.97, "radius": 50]])
+        let walkId = try XCTUnwrap(walk["session"]?["sessionId"]?.stringValue)
+        let short = try await carol.client.ok("session.start", ["ttl": 1])
+        let shortId = try XCTUnwrap(short["session"]?["sessionId"]?.stringValue)
+
+        relay.kill()
+        let expiresAt = try XCTUnwrap(short["session"]?["expiresAt"]?.numberValue)
+        let wait = Int64(expiresAt) - Int64(Date().timeIntervalSince1970 * 1000) + 200
+        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
+        try await relay.launch()
+
+        let carolAgain = try await hello(carol.token, on: relay, label: "carol-after-kill")
+        let carolSessions = try await carolAgain.ok("session.list")
+        XCTAssertEqual(carolSessions["own"], .null, "session \(shortId) should have expired while the relay was down")
+
+        let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
+        let invites = try await bobAgain.ok("session.list")
+        let invitedTo = invites["invites"]?.arrayValue?.compactMap { $0["sessionId"]?.stringValue } ?? []
+        XCTAssertEqual(invitedTo, [walkId])
+        let aliceAgain = try await hello(alice.token, on: relay, label: "alice-after-kill")
+        try await aliceAgain.send(["type": "pos", "lat": 57.70001, "lon": 11.97001])
+        let ended = try await bobAgain.event("session.ended")
+        XCTAssertEqual(ended["sessionId"]?.stringValue, walkId)
+        XCTAssertEqual(ended["reason"], "arrived")
+        await aliceAgain.close()
+        await bobAgain.close()
+        await carolAgain.close()
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import Synchronization
+import XCTest
+
+/// The built `homeward-relay` executable as its own process on 127.0.0.1, so that tests can
+/// kill it with SIGKILL (no shutdown, no last write) and start it again on the same data directory.
+final class RelayProcess: Sendable {
+    let dataDirectory: String
+    let arguments: [String]
+    private let current = Mutex<(process: Process, port: Int)?>(nil)
+
+    var caPath: String { dataDirectory + "/certs/dev-ca.pem" }
+
+    var port: Int {
+        get throws {
+            guard let port = current.withLock({ $0?.port }) else { throw TestFailure("the relay process is not running") }
+            return port
+        }
+    }
+
+    /// Starts the relay on a free loopback port with a new data directory; `arguments` are extra flags.
+    static func start(_ arguments: [String] = []) async throws -> RelayProcess {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-kill-\(UUID().uuidString)").path
+        let relay = RelayProcess(dataDirectory: directory, arguments: arguments)
+        try await relay.launch()
+        return relay
+    }
+
+    private init(dataDirectory: String, arguments: [String]) {
+        self.dataDirectory = dataDirectory
+        self.arguments = arguments
+    }
+
+    /// Starts the process and waits until its log says where it listens.
+    func launch() async throws {
+        let process = Process()
+        process.executableURL = try Self.executable()
+        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
+                             "--pbkdf2-iterations", "210000", "--log-level", "info"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        // The reader thread reports the port once and keeps draining, so the relay never blocks on a full pipe.
+        let (ports, portSink) = AsyncStream<Int>.makeStream()
+        let handle = output.fileHandleForReading
+        let thread = Thread {
+            var pending = Data()
+            var found = false
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                pending.append(data)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...newline)
+                    if !found, let range = line.range(of: "address=wss://127.0.0.1:"),
+                       let port = Int(line[range.upperBound...].prefix { $0.isNumber }) {
+                        found = true
+                        portSink.yield(port)
+                        portSink.finish()
+                    }
+                }
+            }
+            portSink.finish()
+        }
+        thread.start()
+        try process.run()
+        let port: Int
+        do {
+            port = try await withTimeout(60, "homeward-relay to start listening") {
+                for await port in ports { return port }
+                throw TestFailure("homeward-relay exited before listening")
+            }
+        } catch {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw error
+        }
+        current.withLock { $0 = (process, port) }
+    }
+
+    /// kill -9: the relay gets no chance to close connections or finish anything.
+    func kill() {
+        guard let process = current.withLock({ state -> Process? in
+            defer { state = nil }
+            return state?.process
+        }) else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGKILL, then start again on the same data directory.
+    func killAndRestart() async throws {
+        kill()
+        try await launch()
+    }
+
+    /// Ends the process and removes the data directory.
+    func stop() {
+        kill()
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+
+    func connect(label: String) async throws -> TestClient {
+        try await TestClient.connect(port: port, caPath: caPath, label: label)
+    }
+
+    /// The executable next to the test bundle (`swift build --build-tests` builds both).
+    static func executable() throws -> URL {
+        var candidates: [URL] = []
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("homeward-relay"))
+        }
+        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("homeward-relay"))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/homeward-relay"))
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.path) {
+            return candidate
+        }
+        throw TestFailure("no homeward-relay executable next to the tests; run `swift build --build-tests` first")
+    }
+}
