@@ -167,3 +167,38 @@ final class KillRestartEndToEndTests: XCTestCase {
         await carolAgain.close()
     }
 }
+
+/// SIGTERM and SIGINT to the real process: every connection closed with 1001, storage finished, exit 0.
+final class SignalShutdownEndToEndTests: XCTestCase {
+    private func shutDown(with signal: Int32) async throws {
+        let relay = try await RelayProcess.start()
+        addTeardownBlock { relay.stop() }
+        let signedIn = try await relay.connect(label: "alice")
+        let username = TestRelay.uniqueUsername("alice")
+        let registered = try await signedIn.ok("register", ["username": .string(username), "password": "correct horse battery"])
+        let token = try XCTUnwrap(registered["token"]?.stringValue)
+        let anonymous = try await relay.connect(label: "anonymous")
+
+        let status = try await relay.stop(with: signal)
+        XCTAssertEqual(status, 0)
+        let signedInCode = try await signedIn.closeCode()
+        XCTAssertEqual(signedInCode, 1001)
+        let anonymousCode = try await anonymous.closeCode()
+        XCTAssertEqual(anonymousCode, 1001)
+
+        // What was stored before the signal is there after the next start.
+        try await relay.launch()
+        let again = try await relay.connect(label: "alice-again")
+        let hello = try await again.ok("hello", ["token": .string(token)])
+        XCTAssertEqual(hello["user"]?["username"]?.stringValue, username)
+        await again.close()
+    }
+
+    func testSIGTERMClosesEveryConnectionWith1001AndExitsZero() async throws {
+        try await shutDown(with: SIGTERM)
+    }
+
+    func testSIGINTClosesEveryConnectionWith1001AndExitsZero() async throws {
+        try await shutDown(with: SIGINT)
+    }
+}

@@ -89,6 +89,39 @@ final class RelayProcess: Sendable {
         process.waitUntilExit()
     }
 
+    /// Sends `signal` (SIGTERM, SIGINT) and returns the exit status once the process has ended.
+    func stop(with signal: Int32, within seconds: Double = 30) async throws -> Int32 {
+        guard let process = current.withLock({ state -> Process? in
+            defer { state = nil }
+            return state?.process
+        }) else { throw TestFailure("the relay process is not running") }
+        Foundation.kill(process.processIdentifier, signal)
+        let exited = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().async {
+                        process.waitUntilExit()
+                        continuation.resume()
+                    }
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard exited else {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw TestFailure("homeward-relay did not exit within \(seconds) s of signal \(signal)")
+        }
+        return process.terminationStatus
+    }
+
     /// SIGKILL, then start again on the same data directory.
     func killAndRestart() async throws {
         kill()
