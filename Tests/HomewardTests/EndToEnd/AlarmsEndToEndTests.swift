@@ -4,18 +4,6 @@ import XCTest
 
 /// Panic alarms: raise, ack, cancel, contacts, offline delivery, and positions while active.
 final class AlarmsEndToEndTests: EndToEndTestCase {
-    /// Alice with friends bob and carol, and dave who is nobody's friend.
-    private func cast() async throws -> (TestRelay, TestUser, TestUser, TestUser, TestUser) {
-        let relay = try await startRelay()
-        let alice = try await relay.user("alice", name: "Alice")
-        let bob = try await relay.user("bob")
-        let carol = try await relay.user("carol")
-        let dave = try await relay.user("dave")
-        try await befriend(alice, bob)
-        try await befriend(alice, carol)
-        return (relay, alice, bob, carol, dave)
-    }
-
     func testRaiseReachesOnlineFriends() async throws {
         let (_, alice, bob, carol, dave) = try await cast()
         let reply = try await alice.client.ok("alarm.raise", ["text": "help, at the station", "lat": 57.7, "lon": 11.97, "acc": 15])

@@ -161,6 +161,18 @@ class EndToEndTestCase: XCTestCase {
         return relay
     }
 
+    /// Alice with friends bob and carol, and dave who is nobody's friend.
+    func cast() async throws -> (TestRelay, TestUser, TestUser, TestUser, TestUser) {
+        let relay = try await startRelay()
+        let alice = try await relay.user("alice", name: "Alice")
+        let bob = try await relay.user("bob")
+        let carol = try await relay.user("carol")
+        let dave = try await relay.user("dave")
+        try await befriend(alice, bob)
+        try await befriend(alice, carol)
+        return (relay, alice, bob, carol, dave)
+    }
+
     /// Makes `a` and `b` friends through the protocol and consumes the events it causes.
     func befriend(_ a: TestUser, _ b: TestUser) async throws {
         let requested = try await a.client.ok("friend.request", ["username": .string(b.username)])
