@@ -24,12 +24,21 @@ public struct RelayServer: Sendable {
     /// Binds and serves; returns once the relay accepts connections.
     public func start() async throws -> RunningRelay {
         let config = configuration
-        try FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true)
+        do {
+            try FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw RelayStartupError.cannotCreateDataDirectory(path: config.dataDirectory, reason: RelayStartupError.fileReason(error))
+        }
         let tls = try resolveTLS()
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
-        let store = try SQLiteStore(path: config.databasePath)
+        let store: SQLiteStore
+        do {
+            store = try SQLiteStore(path: config.databasePath)
+        } catch {
+            throw RelayStartupError.cannotOpenDatabase(path: config.databasePath, reason: "\(error)")
+        }
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
         factory.defaultDurationHistogramBuckets = [
@@ -57,7 +66,7 @@ public struct RelayServer: Sendable {
                 .get()
         } catch {
             try? await group.shutdownGracefully()
-            throw error
+            throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
         let port = channel.localAddress?.port ?? config.port
         logger.info("homeward relay listening", metadata: [

@@ -1,0 +1,42 @@
+import Foundation
+import NIOCore
+
+/// Why the relay could not start, worded for the operator who has to fix it.
+public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
+    case cannotCreateDataDirectory(path: String, reason: String)
+    case cannotOpenDatabase(path: String, reason: String)
+    case cannotListen(host: String, port: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .cannotCreateDataDirectory(let path, let reason):
+            return "cannot create the data directory \(path): \(reason)"
+        case .cannotOpenDatabase(let path, let reason):
+            return "cannot open the database \(path): \(reason)"
+        case .cannotListen(let host, let port, let reason):
+            return "cannot listen on \(host):\(port): \(reason)"
+        }
+    }
+
+    /// The POSIX reason under a Foundation file error, which on its own says little.
+    static func fileReason(_ error: any Error) -> String {
+        if let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? POSIXError {
+            return String(cString: strerror(posix.code.rawValue))
+        }
+        if let code = (error as NSError).userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? NSError })?.code {
+            return String(cString: strerror(Int32(code)))
+        }
+        return (error as NSError).localizedDescription
+    }
+
+    /// The reason of a failed bind, with a hint for the usual causes.
+    static func listenReason(_ error: any Error) -> String {
+        guard let io = error as? IOError else { return "\(error)" }
+        switch io.errnoCode {
+        case EADDRINUSE: return "the address is already in use (another relay or program has this port; choose another with --port)"
+        case EACCES: return "permission denied (ports below 1024 need privileges; choose another with --port)"
+        case EADDRNOTAVAIL: return "this machine has no such address (check --host)"
+        default: return String(cString: strerror(io.errnoCode))
+        }
+    }
+}
