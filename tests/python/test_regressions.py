@@ -42,3 +42,51 @@ async def test_close_reason_utf8_still_gets_1000(hw):
 
     code, _ = await asyncio.to_thread(session)
     assert code == 1000
+
+
+def _send_and_read_until_eof(relay, request: bytes, timeout: float):
+    """Sends `request` over TLS; returns (bytes received, seconds until the relay closed, or None)."""
+    import socket
+    import time
+
+    from conftest import SERVER_HOSTNAME
+
+    raw = socket.create_connection((relay.host, relay.port), timeout=timeout)
+    sock = relay.ssl_ctx.wrap_socket(raw, server_hostname=SERVER_HOSTNAME)
+    t0 = time.monotonic()
+    data = b""
+    try:
+        try:
+            sock.sendall(request)
+        except OSError:
+            pass
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                return data, None
+            except OSError:
+                return data, time.monotonic() - t0
+            if not chunk:
+                return data, time.monotonic() - t0
+            data += chunk
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("kind", ["100KB-header", "20000-headers", "garbage"])
+async def test_refused_http_request_is_closed_at_once(hw, kind):
+    """Found by the fuzzer (http.oversized_headers, http.garbage): after NIO's 400 the relay held the
+    connection until the 10 s handshake timeout. It now closes right after the 400."""
+    up = (b"GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n")
+    request = {
+        "100KB-header": up + b"X-Big: " + b"a" * 100_000 + b"\r\n\r\n",
+        "20000-headers": up + b"".join(b"X-H%d: v\r\n" % i for i in range(20000)) + b"\r\n",
+        "garbage": b"\x00\x01\x02 not http at all\r\n\r\n",
+    }[kind]
+    data, closed_after = await asyncio.to_thread(_send_and_read_until_eof, hw.relay, request, 8)
+    assert data.startswith(b"HTTP/1.1 4"), data[:100]
+    assert b" 101 " not in data.split(b"\r\n", 1)[0]
+    assert closed_after is not None and closed_after < 5, closed_after
+    await hw.check_healthy()
