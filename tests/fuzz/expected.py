@@ -66,6 +66,7 @@ EXPECTED: dict[str, dict] = {
     "msg.unicode_edges": dict(close=OPEN, error="any", where="message", note="NUL, BOM, RTL override, combining marks, emoji, non-characters in strings: answered, never a crash"),
     "msg.long_strings": dict(close=OPEN, error="bad_request", where="message", note="strings over a field's limit (up to 60 KB)"),
     "msg.mutated": dict(close=OPEN, error="any", where="message", note="a valid request mutated at random: ok or a contract error code, never internal, never a close"),
+    "msg.burst": dict(close=OPEN, error="any", where="message", note="30 mutated requests back to back without waiting: exactly one reply per id, in request order"),
     "msg.random_json": dict(close=OPEN, error="any", where="message", note="random JSON values and objects: ok or a contract error code, never internal, never a close"),
     # ---------------------------------------------------------------- valid messages in invalid states
     "state.session_accept_twice": dict(close=OPEN, error="conflict", where="state", note="accepting a session already followed"),

@@ -959,12 +959,17 @@ class Fuzzer:
         return c
 
     async def msg_case(self, key: str, label: str, raw: str, rid=None, client: Client | None = None,
-                       expect_error: str | None = "table"):
+                       expect_error: str | None = "table", anonymous: bool = False):
         exp = EXPECTED[key]
         want = exp["error"] if expect_error == "table" else expect_error
         name = f"{key}:{label}"
         own = client is None
-        c = client or await self.msg_client()
+        if client is not None:
+            c = client
+        elif anonymous:
+            c = await Client(self.relay).connect()
+        else:
+            c = await self.msg_client()
         ok, detail = True, ""
         try:
             reply, errors, alive = await c.raw_request(raw, rid)
@@ -1289,9 +1294,15 @@ class Fuzzer:
                     key = "msg.random_json"
                 if c.ws.close_code is not None:
                     c = await self.msg_client()
-                # sign-in attempts get a connection of their own: 5 failures on one connection close it (1008)
+                if i % 25 == 0:
+                    await self.burst_case(i)
+                    continue
+                # sign-in attempts get a connection of their own: 5 failures on one connection close it (1008);
+                # one case in ten goes to a connection that never signed in
                 own = desc.startswith(("hello", "login", "register"))
-                ok = await self.msg_case(key, f"#{i} {desc}", raw, rid="m", client=None if own else c)
+                anonymous = self.rng.random() < 0.1
+                ok = await self.msg_case(key, f"#{i} {desc}{' (not signed in)' if anonymous else ''}", raw, rid="m",
+                                         client=None if own or anonymous else c, anonymous=anonymous)
                 if i % 50 == 0:
                     await self.health(f"{key}:#{i}", full=True)
                 if not ok or c.ws.close_code is not None:
@@ -1303,6 +1314,46 @@ class Fuzzer:
         finally:
             await c.close()
         self.stats["random_cases"] = i
+
+    async def burst_case(self, i: int):
+        """30 mutated requests sent back to back without waiting: each id gets exactly one reply."""
+        name = f"msg.burst:#{i}"
+        c = await self.msg_client()
+        ok, detail = True, ""
+        try:
+            sent = {}
+            while len(sent) < 30:
+                raw, desc = self.mutated()
+                if desc.startswith(("hello", "login", "register")):
+                    continue
+                rid = f"b{len(sent)}"
+                sent[rid] = desc
+                await c.ws.send(raw.replace('"id": "m"', json.dumps("id") + ": " + json.dumps(rid), 1))
+            await c.ws.send(json.dumps({"type": "ping", "id": "burst-end"}))
+            replies: dict[str, list] = {}
+            deadline = time.monotonic() + 20
+            while True:
+                msg = json.loads(await asyncio.wait_for(c.ws.recv(), max(0.01, deadline - time.monotonic())))
+                if isinstance(msg, dict) and msg.get("re") == "burst-end":
+                    break
+                if isinstance(msg, dict) and "re" in msg:
+                    replies.setdefault(msg["re"], []).append(msg)
+            missing = [r for r in sent if len(replies.get(r, [])) != 1]
+            bad = [m for ms in replies.values() for m in ms
+                   if m.get("type") == "error" and m.get("code") not in ALLOWED_FOR_ANY]
+            order = [r for r in replies if r in sent]
+            if missing:
+                ok, detail = False, f"not exactly one reply for {[(r, sent[r]) for r in missing[:3]]}"
+            elif bad:
+                ok, detail = False, f"bad codes {bad[:3]}"
+            elif order != sorted(order, key=lambda r: int(r[1:])):
+                ok, detail = False, f"replies out of request order: {order}"
+        except Exception as exc:  # noqa: BLE001
+            ok, detail = False, f"exception {exc!r}"
+        finally:
+            await c.close()
+        self.record(name, ok, detail)
+        await self.health(name)
 
     async def reset_mallory(self, c: Client):
         try:
