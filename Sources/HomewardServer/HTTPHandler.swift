@@ -27,7 +27,11 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// A request the HTTP parser refused (oversized headers, garbage) was answered with 400 by NIO's
     /// error handler; close now rather than hold the connection until the handshake timeout.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
+        if error is HTTPParserError {
+            context.close(promise: nil)
+        } else {
+            context.fireErrorCaught(error)
+        }
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {

@@ -64,7 +64,7 @@ EXPECTED: dict[str, dict] = {
     "msg.out_of_range": dict(close=OPEN, error="bad_request", where="message", note="lat/lon/hdg/batt/acc/ts/ttl/radius out of range, strings over their limits, bad usernames"),
     "msg.duplicate_keys": dict(close=OPEN, error="any", where="message", note="duplicate member names: one of them is used; answered, never a crash"),
     "msg.unicode_edges": dict(close=OPEN, error="any", where="message", note="NUL, BOM, RTL override, combining marks, emoji, non-characters in strings: answered, never a crash"),
-    "msg.long_strings": dict(close=OPEN, error="bad_request", where="message", note="strings over a field's limit (up to 60 KB)"),
+    "msg.long_strings": dict(close=OPEN, error="bad_request", where="message", note="strings over a field's limit (up to 60 KB; also one letter with limit combining marks: limits count Unicode scalars)"),
     "msg.mutated": dict(close=OPEN, error="any", where="message", note="a valid request mutated at random: ok or a contract error code, never internal, never a close"),
     "msg.burst": dict(close=OPEN, error="any", where="message", note="30 mutated requests back to back without waiting: exactly one reply per id, in request order"),
     "msg.random_json": dict(close=OPEN, error="any", where="message", note="random JSON values and objects: ok or a contract error code, never internal, never a close"),

@@ -1137,6 +1137,10 @@ class Fuzzer:
                 body = dict(self.valid_fields(t))
                 body[f] = "L" * 60000
                 await mc("msg.long_strings", f"{t}.{f} 60000", json.dumps({"type": t, "id": "l", **body}), rid="l", client=self.shared)
+                # one grapheme cluster of limit+1 scalars (a letter and combining marks): still over the limit
+                body[f] = "e" + "\u0301" * limit
+                await mc("msg.long_strings", f"{t}.{f} 1 grapheme of {limit + 1} scalars",
+                         json.dumps({"type": t, "id": "l", **body}, ensure_ascii=False), rid="l", client=self.shared)
         finally:
             await self.shared.close()
         await self.health("message cases", full=True)

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from conftest import RawWebSocket
+from conftest import PASSWORD, RawWebSocket, unique_username
 
 
 @pytest.mark.parametrize("reason", [b"\xff\xfe", b"ok\xed\xa0\x80", b"\xc0\xaf"], ids=["ff-fe", "surrogate", "overlong"])
@@ -89,4 +89,19 @@ async def test_refused_http_request_is_closed_at_once(hw, kind):
     assert data.startswith(b"HTTP/1.1 4"), data[:100]
     assert b" 101 " not in data.split(b"\r\n", 1)[0]
     assert closed_after is not None and closed_after < 5, closed_after
+    await hw.check_healthy()
+
+
+async def test_length_limits_count_code_points_not_grapheme_clusters(hw):
+    """Found by the fuzzer (msg.long_strings): limits counted grapheme clusters, so a display name of one
+    letter and 9000 combining marks (18 KB) passed as "1 character". Limits now count code points."""
+    c = await hw.connect("zalgo")
+    zalgo = "e" + "\u0301" * 64  # one grapheme cluster, 65 code points
+    await c.err("register", "bad_request", username=unique_username("zg"), password=PASSWORD, name=zalgo)
+    await c.err("register", "bad_request", username=unique_username("zg"), password=PASSWORD,
+                name="e" + "\u0301" * 9000)
+    a = await hw.register("zgo", name="\u00e9" * 64)  # 64 precomposed letters: fine
+    await a.err("session.start", "bad_request", note="n" + "\u0301" * 280)
+    await a.err("alarm.raise", "bad_request", text="t" + "\u0301" * 500)
+    await a.err("alarm.contacts", "bad_request", usernames=["e" + "\u0301" * 40])
     await hw.check_healthy()

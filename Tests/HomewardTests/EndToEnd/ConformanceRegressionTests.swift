@@ -87,3 +87,27 @@ final class ConformanceRegressionTests: EndToEndTestCase {
         XCTAssertLessThan(elapsed, 5, "closed only after \(elapsed) s (the handshake timeout is 10 s)")
     }
 }
+
+/// Found by the fuzzer: length limits counted grapheme clusters, so one "character" could carry
+/// thousands of combining marks (a 1-character display name of 18 KB was accepted).
+final class ConformanceParsingRegressionTests: XCTestCase {
+    private func parse(_ object: [String: Any]) -> IncomingRequest {
+        let data = try! JSONSerialization.data(withJSONObject: object)
+        return IncomingRequest.parse(Array(data), now: 1_763_830_000_000)
+    }
+
+    private func isBadRequest(_ request: IncomingRequest) -> Bool {
+        if case .failure(let error) = request.result { return error.code == .badRequest }
+        return false
+    }
+
+    func testLimitsCountUnicodeScalarsNotGraphemeClusters() {
+        let zalgo = "e" + String(repeating: "\u{0301}", count: 64)  // 1 grapheme cluster, 65 scalars
+        XCTAssertTrue(isBadRequest(parse(["type": "register", "username": "alice", "password": "correct horse", "name": zalgo])))
+        XCTAssertTrue(isBadRequest(parse(["type": "session.start", "note": "n" + String(repeating: "\u{0301}", count: 280)])))
+        XCTAssertTrue(isBadRequest(parse(["type": "alarm.raise", "text": "t" + String(repeating: "\u{0301}", count: 500)])))
+        // 64 precomposed letters are fine.
+        XCTAssertFalse(isBadRequest(parse(["type": "register", "username": "alice", "password": "correct horse",
+                                           "name": String(repeating: "\u{00E9}", count: 64)])))
+    }
+}
