@@ -133,7 +133,7 @@ control_client_legacy() {
     local ok=1 i
     for i in $(seq 50); do
         local o; o="$(timeout 5 openssl s_client -connect "127.0.0.1:$cport" -tls1 -cipher 'DEFAULT:@SECLEVEL=0' </dev/null 2>&1)"
-        if printf '%s\n' "$o" | grep -Eq "New, TLSv1, Cipher is [^(]"; then ok=0; break; fi
+        if printf '%s\n' "$o" | grep -Eq "New, TLSv1(\.0)?, Cipher is [^(]"; then ok=0; break; fi
         sleep 0.1
     done
     kill "$spid" 2>/dev/null
