@@ -58,6 +58,15 @@ MAX_MESSAGE = 65536
 # ================================================================================ relay process
 
 
+def _die_with_parent():
+    """In the relay's child process: get SIGKILL when the fuzzer dies, however it dies (Linux)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Relay:
     def __init__(self, binary: str, workdir: Path, extra_args: list[str]):
         self.binary = os.path.abspath(binary)
@@ -83,7 +92,8 @@ class Relay:
         self.log = open(self.log_path, "ab", buffering=0)
         self.proc = subprocess.Popen(
             [self.binary, "--host", HOST, "--port", str(self.port), "--data-dir", str(self.data), *self.extra],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(self.workdir))
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(self.workdir),
+            preexec_fn=_die_with_parent)
         ca = self.data / "certs" / "dev-ca.pem"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -1575,6 +1585,8 @@ async def amain(args) -> int:
         print("no relay binary: --bin or HOMEWARD_RELAY_BIN", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="homeward-fuzz."))
+    # SIGTERM (a CI timeout) unwinds like Ctrl-C, so the finally below stops the relay and removes `work`
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     relay = Relay(binary, work, ["--rate-limit", "1000000", "--login-failures-per-user", "1000000",
                                  "--login-failures-per-address", "1000000", "--log-level", "warning"])
     fz = Fuzzer(args)
@@ -1588,7 +1600,10 @@ async def amain(args) -> int:
         fz.record("run", False, traceback.format_exc())
     finally:
         if fz.observer:
-            await fz.observer.close()
+            try:
+                await asyncio.wait_for(fz.observer.close(), 3)
+            except BaseException:  # noqa: BLE001 - cleaning up whatever happened
+                pass
         alive = relay.alive()
         relay.stop()
         if not alive:
