@@ -997,7 +997,7 @@ class Fuzzer:
                     ok, detail = False, f"expected {want}, got {answer}"
             elif answer is not None and answer.get("type") == "ok" and want not in (None, "any"):
                 ok, detail = False, f"expected {want}, got ok: {str(answer)[:200]}"
-            elif rid is not None and reply is None and want is None:
+            elif rid is not None and reply is None and not errors:
                 ok, detail = False, "no reply to a request with an id"
         except Exception as exc:  # noqa: BLE001
             ok, detail = False, f"exception {exc!r}"
