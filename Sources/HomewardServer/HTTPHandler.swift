@@ -8,12 +8,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private let metrics: @Sendable () -> [UInt8]
     private var head: HTTPRequestHead?
+    /// Set once a response said `Connection: close`: later (pipelined) requests are not served.
+    private var closing = false
 
     init(metrics: @escaping @Sendable () -> [UInt8]) {
         self.metrics = metrics
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head): self.head = head
         case .body: break
@@ -63,7 +66,11 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var headers = extra
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.count))
-        let keepAlive = head.isKeepAlive
+        // A client that pipelines requests without reading the answers would make the relay buffer
+        // every answer (about 2 KB per 35-byte request). Once the socket stops taking data, answer
+        // with Connection: close and serve nothing more; the handshake timeout ends the connection.
+        let keepAlive = head.isKeepAlive && context.channel.isWritable
+        if !keepAlive { closing = true }
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
         if extra.contains(name: "Connection") { headers.remove(name: "Connection"); headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)

@@ -937,6 +937,33 @@ class Fuzzer:
         closed = [t for t in times if t is not None]
         return len(closed), max(closed) if closed else 0.0
 
+    async def pipelined_unread(self, conns: int = 4, requests: int = 5000) -> tuple[int, int]:
+        """`conns` TLS connections each pipeline `requests` GET /metrics and never read an answer.
+        Returns (RSS growth in KB 3 s later, how many connections the relay closed within 20 s)."""
+        before = self.relay.rss_kb()
+        streams = []
+        for _ in range(conns):
+            reader, writer = await self.tls_stream()
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n" * requests)
+            streams.append((reader, writer))
+        await asyncio.sleep(3)  # let the relay chew on them; RSS is sampled, there is no event to await
+        grown = self.relay.rss_kb() - before
+
+        async def closed(reader):
+            try:
+                while await asyncio.wait_for(reader.read(1 << 20), 20):
+                    pass
+                return True
+            except (asyncio.TimeoutError,):
+                return False
+            except (ConnectionError, OSError, ssl.SSLError):
+                return True
+        # now read: the relay must have stopped answering and close the connection (handshake timeout)
+        n = sum(await asyncio.gather(*(closed(r) for r, _ in streams)))
+        for _, w in streams:
+            w.close()
+        return grown, n
+
     async def background_handshake_cases(self):
         """Slow handshakes and half-open connections, run alongside the other cases; the relay must
         close each after its 10 s handshake timeout."""
@@ -948,8 +975,12 @@ class Fuzzer:
             self.slow_handshake(False, client_hello_start, 30),
             self.half_open(self.args.half_open, False, 30),
             self.half_open(self.args.half_open, True, 30),
+            self.pipelined_unread(),
         )
-        (r1, t1), (r2, t2), (n3, t3), (n4, t4) = results
+        (r1, t1), (r2, t2), (n3, t3), (n4, t4), (grown, n5) = results
+        self.record("http.pipelined_unread:4 x 5000 GET /metrics, never read", grown < 16 * 1024 and n5 == 4,
+                    f"RSS grew {grown // 1024} MB, {n5} of 4 connections closed by the relay")
+        self.stats["pipelined_unread_rss_growth_mb"] = round(grown / 1024, 1)
         self.record("tls.slow_handshake:HTTP upgrade 1 byte/s after TLS", r1 == "closed" and t1 < 20, f"{r1} after {t1:.1f}s")
         self.record("tls.slow_handshake:ClientHello 1 byte/s", r2 == "closed" and t2 < 20, f"{r2} after {t2:.1f}s")
         self.record(f"tls.half_open:{self.args.half_open} silent TCP", n3 == self.args.half_open and t3 < 20,
