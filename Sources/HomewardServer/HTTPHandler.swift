@@ -8,7 +8,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private let metrics: @Sendable () -> [UInt8]
     private var head: HTTPRequestHead?
-    /// Set once a response said `Connection: close`: later (pipelined) requests are not served.
+    /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
 
     init(metrics: @escaping @Sendable () -> [UInt8]) {
@@ -67,10 +67,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.count))
         // A client that pipelines requests without reading the answers would make the relay buffer
-        // every answer (about 2 KB per 35-byte request). Once the socket stops taking data, answer
-        // with Connection: close and serve nothing more; the handshake timeout ends the connection.
-        let keepAlive = head.isKeepAlive && context.channel.isWritable
-        if !keepAlive { closing = true }
+        // every answer (kilobytes per 35-byte request) and every parsed request until the handshake
+        // timeout. Once the socket stops taking data, close the connection and serve nothing more.
+        guard context.channel.isWritable else {
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        let keepAlive = head.isKeepAlive
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
         if extra.contains(name: "Connection") { headers.remove(name: "Connection"); headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)

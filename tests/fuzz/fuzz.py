@@ -937,7 +937,7 @@ class Fuzzer:
         closed = [t for t in times if t is not None]
         return len(closed), max(closed) if closed else 0.0
 
-    async def pipelined_unread(self, conns: int = 4, requests: int = 5000) -> tuple[int, int]:
+    async def pipelined_unread(self, conns: int = 4, requests: int = 10000) -> tuple[int, int]:
         """`conns` TLS connections each pipeline `requests` GET /metrics and never read an answer.
         Returns (RSS growth in KB 3 s later, how many connections the relay closed within 20 s)."""
         before = self.relay.rss_kb()
@@ -978,7 +978,8 @@ class Fuzzer:
             self.pipelined_unread(),
         )
         (r1, t1), (r2, t2), (n3, t3), (n4, t4), (grown, n5) = results
-        self.record("http.pipelined_unread:4 x 5000 GET /metrics, never read", grown < 16 * 1024 and n5 == 4,
+        # before the fix this grew ~5 KB per request (~200 MB here); other cases run alongside, hence the margin
+        self.record("http.pipelined_unread:4 x 10000 GET /metrics, never read", grown < 64 * 1024 and n5 == 4,
                     f"RSS grew {grown // 1024} MB, {n5} of 4 connections closed by the relay")
         self.stats["pipelined_unread_rss_growth_mb"] = round(grown / 1024, 1)
         self.record("tls.slow_handshake:HTTP upgrade 1 byte/s after TLS", r1 == "closed" and t1 < 20, f"{r1} after {t1:.1f}s")
