@@ -12,7 +12,9 @@ public struct Fields: Sendable {
     public func string(_ key: String, maxLength: Int = 1024) throws(ProtocolError) -> String? {
         guard let value = object[key], value != .null else { return nil }
         guard case .string(let string) = value else { throw .badRequest("\(key) must be a string") }
-        guard string.count <= maxLength else { throw .badRequest("\(key) is longer than \(maxLength) characters") }
+        // Counted in Unicode scalars: counting grapheme clusters let one "character" carry thousands of
+        // combining marks (a 1-character name of 60 KB).
+        guard string.unicodeScalars.count <= maxLength else { throw .badRequest("\(key) is longer than \(maxLength) characters") }
         return string
     }
 

@@ -12,7 +12,7 @@ public enum Username {
     }
 
     public static func validateDisplayName(_ name: String) throws(ProtocolError) -> String {
-        guard name.count <= 64 else { throw .badRequest("name is longer than 64 characters") }
+        guard name.unicodeScalars.count <= 64 else { throw .badRequest("name is longer than 64 characters") }
         return name
     }
 

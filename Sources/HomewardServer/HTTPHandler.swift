@@ -8,12 +8,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private let metrics: @Sendable () -> [UInt8]
     private var head: HTTPRequestHead?
+    /// Set once the connection is being closed: later (pipelined) requests are not served.
+    private var closing = false
 
     init(metrics: @escaping @Sendable () -> [UInt8]) {
         self.metrics = metrics
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head): self.head = head
         case .body: break
@@ -21,6 +24,16 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let head else { return }
             self.head = nil
             respond(to: head, context: context)
+        }
+    }
+
+    /// A request the HTTP parser refused (oversized headers, garbage) was answered with 400 by NIO's
+    /// error handler; close now rather than hold the connection until the handshake timeout.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError {
+            context.close(promise: nil)
+        } else {
+            context.fireErrorCaught(error)
         }
     }
 
@@ -53,6 +66,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var headers = extra
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.count))
+        // A client that pipelines requests without reading the answers would make the relay buffer
+        // every answer (kilobytes per 35-byte request) and every parsed request until the handshake
+        // timeout. Once the socket stops taking data, close the connection and serve nothing more.
+        guard context.channel.isWritable else {
+            closing = true
+            context.close(promise: nil)
+            return
+        }
         let keepAlive = head.isKeepAlive
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
         if extra.contains(name: "Connection") { headers.remove(name: "Connection"); headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close") }

@@ -124,7 +124,9 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             var payload = frame.unmaskedData
             let code = payload.readInteger(as: UInt16.self)
             let valid = code.map(Self.isValidCloseCode) ?? (frame.length == 0)
-            closeNow(valid ? .normal : .protocolError, reason: "")
+            // RFC 6455 5.5.1: the reason after the code is UTF-8; anything else fails the connection.
+            let reasonIsUTF8 = String(validating: payload.readableBytesView, as: UTF8.self) != nil
+            closeNow(!valid ? .protocolError : reasonIsUTF8 ? .normal : .invalidPayload, reason: "")
         default:
             break
         }

@@ -126,6 +126,7 @@ class Relay:
         self._mark = 0
         self.ssl_ctx: ssl.SSLContext | None = None
         self.sentinel: dict | None = None  # two befriended users, for health checks
+        self.extra_args: list[str] = []  # more relay flags (limits), for tests that need them
 
     # -- lifecycle
 
@@ -148,7 +149,8 @@ class Relay:
         self._log_file = open(self.log_path, "ab", buffering=0)
         self._log_file.write(f"\n===== starting relay on port {self.port} at {time.ctime()}\n".encode())
         self.proc = subprocess.Popen(
-            [self.binary, "--host", self.host, "--port", str(self.port), "--data-dir", str(self.data_dir)],
+            [self.binary, "--host", self.host, "--port", str(self.port), "--data-dir", str(self.data_dir),
+             *self.extra_args],
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
