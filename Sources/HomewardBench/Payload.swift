@@ -6,7 +6,9 @@ public enum BenchClock {
     static let base = DispatchTime.now().uptimeNanoseconds
 
     public static func micros() -> UInt64 {
-        (DispatchTime.now().uptimeNanoseconds - base) / 1000 + 1_000_000
+        let start = base  // initialised on first use: read it before the clock
+        let now = DispatchTime.now().uptimeNanoseconds
+        return (now &- start) / 1000 + 1_000_000
     }
 
     public static func seconds() -> Double { Double(micros()) / 1e6 }
