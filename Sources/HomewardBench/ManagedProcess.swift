@@ -36,20 +36,17 @@ public final class ManagedProcess: @unchecked Sendable {
     }
 }
 
-/// Runs a shell script to completion; throws with its output if it fails.
+/// Runs a shell script to completion; throws with its output if it fails. `system` rather than
+/// `Process`: the daemons the script leaves running must not keep the tool waiting.
 public func runScript(_ path: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = [path] + arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0 else {
-        throw BenchError.failed("\(path) \(arguments.joined(separator: " ")) failed:\n\(output)")
+    let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-script-\(getpid()).log").path
+    func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+    let command = (["/bin/bash", path] + arguments).map(quote).joined(separator: " ") + " </dev/null >\(quote(logPath)) 2>&1"
+    let status = system(command)
+    let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    try? FileManager.default.removeItem(atPath: logPath)
+    guard status == 0 else {
+        throw BenchError.failed("\(path) \(arguments.joined(separator: " ")) failed (\(status)):\n\(output)")
     }
     return output
 }
