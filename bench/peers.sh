@@ -78,6 +78,7 @@ start)
       stop_pid "$dir/nats.pid"
       cat > "$dir/nats.conf" <<EOF
 listen: "127.0.0.1:$NATS_PORT"
+debug: ${NATS_DEBUG:-false}
 max_connections: 200000
 max_payload: 1MB
 websocket {

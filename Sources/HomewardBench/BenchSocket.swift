@@ -3,6 +3,8 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import Synchronization
+import Foundation
 
 /// Gets what arrives on a `BenchSocket`: the payload of each WebSocket data frame, or the raw
 /// decrypted TCP stream. Always called on the socket's event loop.
@@ -86,8 +88,11 @@ public final class BenchSocket: Sendable {
                     let configuration = NIOTypedHTTPClientUpgradeConfiguration<Upgrade>(
                         upgradeRequestHead: head, upgraders: [upgrader],
                         notUpgradingCompletionHandler: { channel in channel.eventLoop.makeCompletedFuture { .refused } })
+                    var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
+                    // nats-server sends INFO right behind its 101 response: keep those bytes for the WebSocket decoder.
+                    pipeline.leftOverBytesStrategy = .forwardBytes
                     let result = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
-                        configuration: .init(upgradeConfiguration: configuration))
+                        configuration: pipeline)
                     let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
                     result.whenComplete { _ in timer.cancel() }
                     return result
@@ -114,6 +119,16 @@ public final class BenchSocket: Sendable {
     public func close() {
         channel.close(promise: nil)
     }
+
+    /// Reports the first few connection errors on stderr.
+    static let errorsReported = Mutex(0)
+    static func report(_ error: any Error) {
+        let count = errorsReported.withLock { value in
+            value += 1
+            return value
+        }
+        if count <= 5 { FileHandle.standardError.write(Data("connection error: \(error)\n".utf8)) }
+    }
 }
 
 final class RawHandler: ChannelInboundHandler, @unchecked Sendable {
@@ -136,6 +151,7 @@ final class RawHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        BenchSocket.report(error)
         context.close(promise: nil)
     }
 }
@@ -172,6 +188,7 @@ final class WebSocketHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        BenchSocket.report(error)
         context.close(promise: nil)
     }
 }
