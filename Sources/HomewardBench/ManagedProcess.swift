@@ -78,6 +78,17 @@ public enum SystemInfo {
         return nil
     }
 
+    /// CPU time (user + system) `pid` has used, in seconds.
+    public static func cpuSeconds(_ pid: Int32) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14 and stime 15 (1-based over the whole line).
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return (user + system) / ticks
+    }
+
     /// Raises this process's open-file limit (children inherit it).
     @discardableResult
     public static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {

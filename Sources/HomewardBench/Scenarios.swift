@@ -40,9 +40,11 @@ public struct FanoutStep: Sendable {
     public var deliveredPerSecond: Double
     public var lost: Int
     public var latency: Latency
+    /// Broker CPU time per delivered position, microseconds (nil when the broker's pid is unknown).
+    public var brokerCPUMicrosPerDelivery: Double?
 
     var json: [String: Any] {
-        ["hz": hz, "sent": sent, "offeredPerSecond": offeredPerSecond.rounded(), "deliveredPerSecond": deliveredPerSecond.rounded(),
+        ["hz": hz, "brokerCpuMicrosPerDelivery": brokerCPUMicrosPerDelivery ?? NSNull(), "sent": sent, "offeredPerSecond": offeredPerSecond.rounded(), "deliveredPerSecond": deliveredPerSecond.rounded(),
          "lost": lost, "latency": latency.json]
     }
 }
@@ -74,10 +76,12 @@ public enum FanoutScenario {
         try await Task.sleep(for: .milliseconds(500))
         var steps: [FanoutStep] = []
         for hz in config.rates {
-            let step = await runStep(rig, hz: hz, seconds: config.stepSeconds, observers: config.observers, sink: sink)
+            let step = await runStep(rig, hz: hz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
+                                     pid: driver.pid)
             steps.append(step)
             log("\(driver.name): \(hz) Hz: offered \(Int(step.offeredPerSecond))/s delivered \(Int(step.deliveredPerSecond))/s "
-                + "p50 \(step.latency.p50) ms p99 \(step.latency.p99) ms lost \(step.lost)")
+                + "p50 \(step.latency.p50) ms p99 \(step.latency.p99) ms lost \(step.lost), "
+                + "broker CPU \(step.brokerCPUMicrosPerDelivery.map { String(format: "%.2f", $0) } ?? "?") us/delivery")
             let saturated = step.deliveredPerSecond < 0.9 * step.offeredPerSecond || step.latency.p99 > 500
                 || Double(step.lost) > 0.05 * Double(step.sent * config.observers)
             if saturated { break }
@@ -87,7 +91,8 @@ public enum FanoutScenario {
         let halfHz = best.deliveredPerSecond / 2 / Double(config.walkers * max(1, config.observers))
         var half: FanoutStep?
         if halfHz > 0.1 {
-            let step = await runStep(rig, hz: halfHz, seconds: config.stepSeconds, observers: config.observers, sink: sink)
+            let step = await runStep(rig, hz: halfHz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
+                                     pid: driver.pid)
             log("\(driver.name): half saturation \(String(format: "%.1f", halfHz)) Hz: delivered \(Int(step.deliveredPerSecond))/s "
                 + "p99 \(step.latency.p99) ms")
             half = step
@@ -95,8 +100,10 @@ public enum FanoutScenario {
         return FanoutResult(broker: driver.name, steps: steps, best: best, half: half)
     }
 
-    static func runStep(_ rig: FanoutRig, hz: Double, seconds: Double, observers: Int, sink: DeliverySink) async -> FanoutStep {
+    static func runStep(_ rig: FanoutRig, hz: Double, seconds: Double, observers: Int, sink: DeliverySink,
+                        pid: Int32?) async -> FanoutStep {
         sink.reset()
+        let cpuBefore = pid.flatMap(SystemInfo.cpuSeconds)
         let intervalNanos = Int64(1e9 / hz)
         let interval = TimeAmount.nanoseconds(intervalNanos)
         var tasks: [RepeatedTask] = []
@@ -114,6 +121,7 @@ public enum FanoutScenario {
         for task in tasks { task.cancel() }
         let elapsed = BenchClock.seconds() - started
         let atEnd = sink.snapshot()
+        let cpuAfter = pid.flatMap(SystemInfo.cpuSeconds)
         // Let what is in flight arrive before counting losses.
         let drainUntil = BenchClock.seconds() + 3
         while BenchClock.seconds() < drainUntil {
@@ -124,7 +132,10 @@ public enum FanoutScenario {
         let final = sink.snapshot()
         return FanoutStep(hz: hz, sent: final.sent, offeredPerSecond: Double(atEnd.sent * observers) / elapsed,
                           deliveredPerSecond: Double(atEnd.received) / elapsed,
-                          lost: max(0, final.sent * observers - final.received), latency: Latency(final.latency))
+                          lost: max(0, final.sent * observers - final.received), latency: Latency(final.latency),
+                          brokerCPUMicrosPerDelivery: cpuBefore.flatMap { before in
+                              cpuAfter.map { ($0 - before) * 1e6 / Double(max(1, atEnd.received)) }
+                          })
     }
 }
 

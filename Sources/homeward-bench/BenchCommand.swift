@@ -87,7 +87,7 @@ struct FanoutOptions: ParsableArguments {
     @Option(help: "Observers per walker.")
     var observers = 10
     @Option(help: "Walker rates to ramp through, Hz, comma-separated; the ramp stops at saturation.")
-    var rates = "2,5,10,20,40,80,160,320"
+    var rates = "5,10,20,40,80,160,320"
     @Option(name: .customLong("step-seconds"), help: "Seconds per ramp step.")
     var stepSeconds = 3.0
     @Flag(help: "A few seconds: 4 walkers x 3 observers at 5 and 20 Hz, 1 s steps.")
