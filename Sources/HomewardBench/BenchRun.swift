@@ -82,6 +82,7 @@ public final class BenchRun: @unchecked Sendable {
         homeward?.stop()
         if let directory = peersDirectory {
             _ = try? runScript(options.peersScript, ["stop", directory])
+            try? FileManager.default.removeItem(atPath: directory)
         }
         try? env.group.syncShutdownGracefully()
     }

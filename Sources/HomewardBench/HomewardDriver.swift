@@ -100,6 +100,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     let env: BenchEnvironment
     public let port: Int
     let process: ManagedProcess
+    let dataDir: String
     public var pid: Int32? { process.pid }
     private let counter = Mutex(0)
     private var idleToken: String?
@@ -111,6 +112,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-\(getpid())").path
         try? FileManager.default.removeItem(atPath: dataDir)
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        self.dataDir = dataDir
         // Limits raised so they do not distort the load: one account holds all idle/storm connections,
         // walkers publish far above the default per-connection rate, and alarms do not repeat mid-run.
         let arguments = [
@@ -128,6 +130,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
 
     public func stop() {
         process.terminate()
+        try? FileManager.default.removeItem(atPath: dataDir)
     }
 
     private func nextName() -> String {
