@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "homeward-relay", targets: ["homeward-relay"]),
         .executable(name: "homeward", targets: ["homeward"]),
+        .executable(name: "homeward-bench", targets: ["homeward-bench"]),
         .library(name: "HomewardClient", targets: ["HomewardClient"]),
         .library(name: "HomewardProtocol", targets: ["HomewardProtocol"]),
     ],
@@ -95,6 +96,25 @@ let package = Package(
         .executableTarget(
             name: "homeward",
             dependencies: ["HomewardCLI"]
+        ),
+        // Benchmark: Homeward vs nats-server vs mosquitto on the same load. Not part of `swift test`.
+        .target(
+            name: "HomewardBench",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "homeward-bench",
+            dependencies: [
+                "HomewardBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .testTarget(
             name: "HomewardClientTests",

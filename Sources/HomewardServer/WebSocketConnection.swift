@@ -34,6 +34,8 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private var authFailures = 0
     private var authTimer: Scheduled<Void>?
     private var keepalive: RepeatedTask?
+    /// The WebSocket frame encoder's context: messages are written here already framed (see `write`).
+    private var frameEncoder: ChannelHandlerContext?
 
     init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, registry: ConnectionRegistry,
          logger: Logger, eventLoop: any EventLoop, peer: String) {
@@ -51,6 +53,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        frameEncoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
         registry.add(self)
         metrics.connections.increment()
         startAuthTimer()
@@ -72,6 +75,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private func teardown() {
         guard let context else { return }
         self.context = nil
+        frameEncoder = nil
         closing = true
         authTimer?.cancel()
         keepalive?.cancel()
@@ -225,7 +229,13 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     }
 
     func send(_ message: EncodedMessage) {
-        eventLoop.execute { self.enqueue(message) }
+        // Fan-out calls this from the publisher's event loop: when that is ours, skip the task hop
+        // (one allocation and a locked queue operation per delivery). Order per caller is kept either way.
+        if eventLoop.inEventLoop {
+            enqueue(message)
+        } else {
+            eventLoop.execute { self.enqueue(message) }
+        }
     }
 
     func close(_ code: CloseCode, reason: String) {
@@ -247,7 +257,15 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
 
     private func write(_ message: EncodedMessage, context: ChannelHandlerContext) {
         if message.type != "pos" { metrics.sent(message.type) }
-        context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
+        if let frameEncoder {
+            // A fan-out shares one message buffer between all its recipients, so WebSocketFrameEncoder cannot
+            // prepend the frame header in place and writes it as a separate buffer; NIOSSL then seals each
+            // buffer as its own TLS record: two records (and two SSL_writes) per delivered message. Framing
+            // the message here into one buffer and handing it to the handler below the encoder gives one.
+            frameEncoder.write(NIOAny(Self.textFrame(message.bytes, allocator: context.channel.allocator)), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
+        }
         guard !flushScheduled else { return }
         // One flush for everything written in this turn of the event loop.
         flushScheduled = true
@@ -255,6 +273,24 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             flushScheduled = false
             self.context?.flush()
         }
+    }
+
+    /// An unmasked, final text frame (RFC 6455 section 5.2) holding `payload`, in one buffer.
+    static func textFrame(_ payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let length = payload.readableBytes
+        var frame = allocator.buffer(capacity: length + 10)
+        frame.writeInteger(UInt8(0x81))
+        if length < 126 {
+            frame.writeInteger(UInt8(length))
+        } else if length <= Int(UInt16.max) {
+            frame.writeInteger(UInt8(126))
+            frame.writeInteger(UInt16(length))
+        } else {
+            frame.writeInteger(UInt8(127))
+            frame.writeInteger(UInt64(length))
+        }
+        frame.writeImmutableBuffer(payload)
+        return frame
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -1,0 +1,89 @@
+import Foundation
+
+/// Starts the brokers a run needs and stops them afterwards.
+///
+/// Homeward is started from the `homeward-relay` binary (by default the one beside this tool) with a
+/// temporary data directory. nats-server and mosquitto are installed (if missing), given TLS
+/// certificates and configs, and started on loopback by `bench/peers.sh`.
+public final class BenchRun: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var brokers: [String] = ["homeward", "nats", "mosquitto"]
+        public var relayBinary: String?
+        public var relayArguments: [String] = []
+        public var peersScript = "bench/peers.sh"
+        public var threads = 2
+        public var sourceAddresses = 4
+        public var homewardPort = 18443
+        public var natsPort = 18444
+        public var mosquittoPort = 18883
+        public init() {}
+    }
+
+    public let options: Options
+    public let env: BenchEnvironment
+    public private(set) var drivers: [any BrokerDriver] = []
+    private var homeward: HomewardDriver?
+    private var peersDirectory: String?
+
+    public init(_ options: Options) throws {
+        self.options = options
+        let limit = SystemInfo.raiseOpenFileLimit(to: 200_000)
+        log("open-file limit \(limit)")
+        env = try BenchEnvironment(threads: options.threads,
+                                   sources: (1...max(1, options.sourceAddresses)).map { "127.0.0.\($0)" })
+    }
+
+    static func defaultRelayBinary() -> String {
+        let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let beside = me.deletingLastPathComponent().appendingPathComponent("homeward-relay").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        if let exe = Bundle.main.executableURL?.deletingLastPathComponent().appendingPathComponent("homeward-relay").path {
+            return exe
+        }
+        return beside
+    }
+
+    public func start() async throws {
+        let peers = options.brokers.filter { $0 != "homeward" }
+        if !peers.isEmpty {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-peers-\(getpid())").path
+            peersDirectory = directory
+            log("starting \(peers.joined(separator: ", ")) with \(options.peersScript)")
+            _ = try runScript(options.peersScript, ["start", directory] + peers)
+        }
+        for name in options.brokers {
+            switch name {
+            case "homeward":
+                let driver = try HomewardDriver(env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
+                                                port: options.homewardPort, extraArguments: options.relayArguments)
+                homeward = driver
+                try await driver.waitUntilReady()
+                drivers.append(driver)
+            case "nats":
+                try await waitForPort(env, port: options.natsPort, timeout: 30)
+                drivers.append(NATSDriver(env: env, port: options.natsPort, pid: readPID("nats")))
+            case "mosquitto":
+                try await waitForPort(env, port: options.mosquittoPort, timeout: 30)
+                drivers.append(MQTTDriver(env: env, port: options.mosquittoPort, pid: readPID("mosquitto")))
+            default:
+                throw BenchError.failed("unknown broker \(name); use homeward, nats, mosquitto or all")
+            }
+        }
+        log("brokers up: \(drivers.map { "\($0.name) (pid \($0.pid.map(String.init) ?? "?"))" }.joined(separator: ", "))")
+    }
+
+    private func readPID(_ name: String) -> Int32? {
+        guard let directory = peersDirectory,
+              let text = try? String(contentsOfFile: "\(directory)/\(name).pid", encoding: .utf8) else { return nil }
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    public func stop() {
+        homeward?.stop()
+        if let directory = peersDirectory {
+            _ = try? runScript(options.peersScript, ["stop", directory])
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        try? env.group.syncShutdownGracefully()
+    }
+}

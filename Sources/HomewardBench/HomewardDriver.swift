@@ -1,0 +1,232 @@
+import Foundation
+import NIOCore
+import NIOSSL
+import Synchronization
+
+/// One Homeward connection: JSON requests with ids for setup, and fast prefix checks for the
+/// positions and alarms that arrive during a measurement.
+final class HomewardLink: ByteReceiver, @unchecked Sendable {
+    // Confined to the socket's event loop.
+    private var nextID = 1
+    private var pending: [Int: CheckedContinuation<[String: Any], any Error>] = [:]
+    var onPosition: (@Sendable (ByteBuffer) -> Void)?
+    var onAlarm: (@Sendable () -> Void)?
+    private(set) var socket: BenchSocket!
+
+    static let posPrefix: [UInt8] = Array("{\"type\":\"pos\"".utf8)
+    static let alarmPrefix: [UInt8] = Array("{\"type\":\"alarm\",".utf8)
+
+    static func connect(_ env: BenchEnvironment, port: Int, source: String?) async throws -> HomewardLink {
+        let link = HomewardLink()
+        link.socket = try await BenchSocket.connect(group: env.group, tls: env.tls, host: "127.0.0.1", port: port, source: source,
+                                                    framing: .webSocket(path: "/v1/ws", subprotocol: "homeward.v1"),
+                                                    receiver: link)
+        return link
+    }
+
+    func received(_ buffer: ByteBuffer, on socket: BenchSocket) {
+        if Self.hasPrefix(buffer, Self.posPrefix) {
+            onPosition?(buffer)
+            return
+        }
+        if Self.hasPrefix(buffer, Self.alarmPrefix) {
+            onAlarm?()
+            return
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any],
+              let re = object["re"] as? Int, let waiter = pending.removeValue(forKey: re) else { return }
+        if object["type"] as? String == "ok" {
+            waiter.resume(returning: object)
+        } else {
+            waiter.resume(throwing: BenchError.failed("homeward: \(object["code"] ?? "?"): \(object["message"] ?? "")"))
+        }
+    }
+
+    func closed() {
+        let waiters = pending
+        pending = [:]
+        for waiter in waiters.values { waiter.resume(throwing: BenchError.failed("homeward: connection closed")) }
+    }
+
+    static func hasPrefix(_ buffer: ByteBuffer, _ prefix: [UInt8]) -> Bool {
+        guard buffer.readableBytes >= prefix.count else { return false }
+        return buffer.withUnsafeReadableBytes { bytes in
+            for index in 0..<prefix.count where bytes[index] != prefix[index] { return false }
+            return true
+        }
+    }
+
+    /// Sends `{"type": type, "id": n, ...fields}` and waits for the `ok` reply.
+    @discardableResult
+    func request(_ type: String, _ fields: [String: Any] = [:]) async throws -> [String: Any] {
+        let loop = socket.eventLoop
+        return try await withCheckedThrowingContinuation { continuation in
+            loop.execute {
+                let id = self.nextID
+                self.nextID += 1
+                var object = fields
+                object["type"] = type
+                object["id"] = id
+                guard let data = try? JSONSerialization.data(withJSONObject: object) else {
+                    continuation.resume(throwing: BenchError.failed("cannot encode \(type)"))
+                    return
+                }
+                self.pending[id] = continuation
+                self.socket.send(self.socket.channel.allocator.buffer(bytes: data))
+            }
+        }
+    }
+}
+
+final class HomewardWalker: Publisher, @unchecked Sendable {
+    let link: HomewardLink
+    let index: Int
+    var eventLoop: any EventLoop { link.socket.eventLoop }
+
+    init(link: HomewardLink, index: Int) {
+        self.link = link
+        self.index = index
+    }
+
+    func publish(sequence: Int) {
+        let socket = link.socket!
+        socket.send(Payload.homewardPosition(walker: index, sequence: sequence, allocator: socket.channel.allocator))
+    }
+}
+
+/// Homeward, started from the `homeward-relay` binary beside this tool with a temporary data directory.
+public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
+    public let name = "homeward"
+    let env: BenchEnvironment
+    public let port: Int
+    let process: ManagedProcess
+    let dataDir: String
+    public var pid: Int32? { process.pid }
+    private let counter = Mutex(0)
+    private var idleToken: String?
+    static let password = "bench-password-1"
+
+    public init(env: BenchEnvironment, binary: String, port: Int, extraArguments: [String]) throws {
+        self.env = env
+        self.port = port
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: dataDir)
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        self.dataDir = dataDir
+        // Limits raised so they do not distort the load: one account holds all idle/storm connections,
+        // walkers publish far above the default per-connection rate, and alarms do not repeat mid-run.
+        let arguments = [
+            "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir,
+            "--pbkdf2-iterations", "210000", "--log-level", "warning",
+            "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
+            "--alarm-repeat-interval", "3600", "--auth-timeout", "60",
+        ] + extraArguments
+        process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
+    }
+
+    public func waitUntilReady() async throws {
+        try await waitForPort(env, port: port, timeout: 60)
+    }
+
+    public func stop() {
+        process.terminate()
+        try? FileManager.default.removeItem(atPath: dataDir)
+    }
+
+    private func nextName() -> String {
+        let n = counter.withLock { value in
+            value += 1
+            return value
+        }
+        return "bench" + String(n)
+    }
+
+    /// A new account, signed in on a new connection.
+    func registered(source: Int = 0) async throws -> (link: HomewardLink, username: String, token: String) {
+        let link = try await HomewardLink.connect(env, port: port, source: env.source(source))
+        let username = nextName()
+        let reply = try await link.request("register", ["username": username, "password": Self.password])
+        guard let token = reply["token"] as? String else { throw BenchError.failed("homeward: register gave no token") }
+        return (link, username, token)
+    }
+
+    /// Makes `a` and `b` friends.
+    func befriend(_ a: (link: HomewardLink, username: String), _ b: (link: HomewardLink, username: String)) async throws {
+        try await a.link.request("friend.request", ["username": b.username])
+        try await b.link.request("friend.accept", ["username": a.username])
+    }
+
+    public func makeFanout(walkers: Int, observers: Int, sink: DeliverySink) async throws -> FanoutRig {
+        let total = walkers * (observers + 1)
+        let users = try await mapConcurrently(total, width: 16) { index in
+            let user = try await self.registered(source: index)
+            return (link: user.link, username: user.username)
+        }
+        try await forEachConcurrently(walkers, width: 8) { w in
+            let walker = users[w * (observers + 1)]
+            let followers = (1...max(1, observers)).prefix(observers).map { users[w * (observers + 1) + $0] }
+            for follower in followers { try await self.befriend(walker, follower) }
+            let reply = try await walker.link.request("session.start", ["invite": followers.map(\.username)])
+            guard let session = reply["session"] as? [String: Any], let id = session["sessionId"] as? String else {
+                throw BenchError.failed("homeward: session.start gave no sessionId")
+            }
+            for follower in followers {
+                follower.link.onPosition = { sink.delivered($0) }
+                try await follower.link.request("session.accept", ["sessionId": id])
+            }
+        }
+        let publishers: [any Publisher] = (0..<walkers).map { HomewardWalker(link: users[$0 * (observers + 1)].link, index: $0) }
+        return FanoutRig(publishers: publishers, sockets: users.map { $0.link.socket })
+    }
+
+    public func prepareConnections() async throws {
+        guard idleToken == nil else { return }
+        let user = try await registered()
+        idleToken = user.token
+        user.link.socket.close()
+    }
+
+    public func openIdle(source: String?) async throws -> BenchSocket {
+        guard let token = idleToken else { throw BenchError.failed("prepareConnections first") }
+        let link = try await HomewardLink.connect(env, port: port, source: source)
+        try await link.request("hello", ["token": token])
+        return link.socket
+    }
+
+    public func makeAlarm(recipients: Int) async throws -> any AlarmRig {
+        let users = try await mapConcurrently(recipients + 1, width: 16) { index in
+            let user = try await self.registered(source: index)
+            return (link: user.link, username: user.username)
+        }
+        let owner = users[0]
+        let counter = ArrivalCounter()
+        try await forEachConcurrently(recipients, width: 8) { index in
+            let recipient = users[index + 1]
+            try await self.befriend(owner, recipient)
+            recipient.link.onAlarm = { counter.arrived() }
+        }
+        return HomewardAlarm(owner: owner.link, recipients: recipients, counter: counter,
+                             sockets: users.map { $0.link.socket })
+    }
+}
+
+struct HomewardAlarm: AlarmRig {
+    let owner: HomewardLink
+    let recipients: Int
+    let counter: ArrivalCounter
+    let sockets: [BenchSocket]
+
+    func raise() async throws -> UInt64? {
+        counter.arm(expected: recipients)
+        let reply = try await owner.request("alarm.raise", ["text": "benchmark alarm", "lat": 57.7089, "lon": 11.9746, "acc": 8])
+        let latency = await counter.wait(timeout: 10)
+        if let alarm = reply["alarm"] as? [String: Any], let id = alarm["alarmId"] as? String {
+            try await owner.request("alarm.cancel", ["alarmId": id])
+        }
+        return latency
+    }
+
+    func close() async {
+        for socket in sockets { socket.close() }
+    }
+}

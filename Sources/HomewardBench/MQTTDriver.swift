@@ -1,0 +1,200 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// One MQTT 3.1.1 client over TLS: CONNECT, SUBSCRIBE (QoS 0), PUBLISH (QoS 0).
+final class MQTTLink: ByteReceiver, @unchecked Sendable {
+    // Confined to the socket's event loop.
+    private var buffer: ByteBuffer?
+    private var ackWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
+    private var nextPacketID: UInt16 = 1
+    var onMessage: (@Sendable (ByteBuffer) -> Void)?
+    private(set) var socket: BenchSocket!
+
+    static func connect(_ env: BenchEnvironment, port: Int, source: String?, clientID: String) async throws -> MQTTLink {
+        let link = MQTTLink()
+        link.socket = try await BenchSocket.connect(group: env.group, tls: env.tls, host: "127.0.0.1", port: port, source: source,
+                                                    framing: .raw, receiver: link)
+        var body = ByteBuffer()
+        Self.writeString("MQTT", into: &body)
+        body.writeInteger(UInt8(4))          // protocol level 3.1.1
+        body.writeInteger(UInt8(0x02))       // clean session
+        body.writeInteger(UInt16(900))       // keepalive (s): longer than any run, so no PINGREQ is needed
+        Self.writeString(clientID, into: &body)
+        try await link.sendAwaitingAck(type: 0x10, body: body)  // CONNECT, waits for CONNACK
+        return link
+    }
+
+    static func writeString(_ string: String, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt16(string.utf8.count))
+        buffer.writeString(string)
+    }
+
+    static func packet(type: UInt8, body: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var packet = allocator.buffer(capacity: body.readableBytes + 5)
+        packet.writeInteger(type)
+        var length = body.readableBytes
+        repeat {
+            var byte = UInt8(length % 128)
+            length /= 128
+            if length > 0 { byte |= 0x80 }
+            packet.writeInteger(byte)
+        } while length > 0
+        packet.writeImmutableBuffer(body)
+        return packet
+    }
+
+    private func sendAwaitingAck(type: UInt8, body: ByteBuffer) async throws {
+        let loop = socket.eventLoop
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            loop.execute {
+                self.ackWaiters.append(continuation)
+                self.socket.send(Self.packet(type: type, body: body, allocator: self.socket.channel.allocator))
+            }
+        }
+    }
+
+    func subscribe(_ topic: String) async throws {
+        var body = ByteBuffer()
+        body.writeInteger(nextPacketID)
+        nextPacketID &+= 1
+        Self.writeString(topic, into: &body)
+        body.writeInteger(UInt8(0))  // QoS 0
+        try await sendAwaitingAck(type: 0x82, body: body)  // SUBSCRIBE, waits for SUBACK
+    }
+
+    func publish(_ topic: String, _ payload: ByteBuffer) {
+        var body = socket.channel.allocator.buffer(capacity: payload.readableBytes + topic.utf8.count + 2)
+        Self.writeString(topic, into: &body)
+        body.writeImmutableBuffer(payload)
+        socket.send(Self.packet(type: 0x30, body: body, allocator: socket.channel.allocator))
+    }
+
+    func received(_ incoming: ByteBuffer, on socket: BenchSocket) {
+        if buffer == nil || buffer!.readableBytes == 0 {
+            buffer = incoming
+        } else {
+            var incoming = incoming
+            buffer!.writeBuffer(&incoming)
+        }
+        parse()
+    }
+
+    func closed() {
+        while let waiter = ackWaiters.popFirst() { waiter.resume(throwing: BenchError.failed("mqtt: connection closed")) }
+    }
+
+    private func parse() {
+        while var view = buffer, view.readableBytes >= 2 {
+            let start = view.readerIndex
+            let type = view.getInteger(at: start, as: UInt8.self)!
+            var length = 0
+            var multiplier = 1
+            var offset = 1
+            var complete = false
+            while offset < 5, let byte = view.getInteger(at: start + offset, as: UInt8.self) {
+                length += Int(byte & 0x7F) * multiplier
+                multiplier *= 128
+                offset += 1
+                if byte & 0x80 == 0 {
+                    complete = true
+                    break
+                }
+            }
+            guard complete, view.readableBytes >= offset + length else { return }
+            view.moveReaderIndex(forwardBy: offset)
+            var body = view.readSlice(length: length)!
+            buffer = view
+            switch type >> 4 {
+            case 2, 9:  // CONNACK, SUBACK
+                ackWaiters.popFirst()?.resume()
+            case 3:  // PUBLISH
+                guard let topicLength = body.readInteger(as: UInt16.self) else { break }
+                body.moveReaderIndex(forwardBy: Int(topicLength))
+                if (type >> 1) & 0x03 > 0 { body.moveReaderIndex(forwardBy: 2) }  // packet id for QoS > 0
+                onMessage?(body)
+            default:
+                break
+            }
+        }
+        if let view = buffer, view.readableBytes == 0 { buffer = nil }
+    }
+}
+
+final class MQTTWalker: Publisher, @unchecked Sendable {
+    let link: MQTTLink
+    let index: Int
+    let topic: String
+    var eventLoop: any EventLoop { link.socket.eventLoop }
+
+    init(link: MQTTLink, index: Int) {
+        self.link = link
+        self.index = index
+        self.topic = "walker/\(index)"
+    }
+
+    func publish(sequence: Int) {
+        link.publish(topic, Payload.peerPosition(walker: index, from: "walker\(index)", sequence: sequence,
+                                                 allocator: link.socket.channel.allocator))
+    }
+}
+
+/// mosquitto with an MQTT-over-TLS listener (started by bench/peers.sh); one topic per walker, QoS 0.
+public final class MQTTDriver: BrokerDriver, @unchecked Sendable {
+    public let name = "mosquitto"
+    let env: BenchEnvironment
+    let port: Int
+    public let pid: Int32?
+    private let counter = Mutex(0)
+
+    public init(env: BenchEnvironment, port: Int, pid: Int32?) {
+        self.env = env
+        self.port = port
+        self.pid = pid
+    }
+
+    private func clientID() -> String {
+        let n = counter.withLock { value in
+            value += 1
+            return value
+        }
+        return "bench\(getpid())-\(n)"
+    }
+
+    private func connect(_ index: Int) async throws -> MQTTLink {
+        try await MQTTLink.connect(env, port: port, source: env.source(index), clientID: clientID())
+    }
+
+    public func makeFanout(walkers: Int, observers: Int, sink: DeliverySink) async throws -> FanoutRig {
+        let walkerLinks = try await mapConcurrently(walkers, width: 32) { try await self.connect($0) }
+        let observerLinks = try await mapConcurrently(walkers * observers, width: 32) { index in
+            let link = try await self.connect(index)
+            link.onMessage = { sink.delivered($0) }
+            try await link.subscribe("walker/\(index / observers)")
+            return link
+        }
+        return FanoutRig(publishers: walkerLinks.enumerated().map { MQTTWalker(link: $1, index: $0) },
+                         sockets: (walkerLinks + observerLinks).map { $0.socket })
+    }
+
+    public func prepareConnections() async throws {}
+
+    public func openIdle(source: String?) async throws -> BenchSocket {
+        try await MQTTLink.connect(env, port: port, source: source, clientID: clientID()).socket
+    }
+
+    public func makeAlarm(recipients: Int) async throws -> any AlarmRig {
+        let topic = "alarm/\(clientID())"
+        let counter = ArrivalCounter()
+        let owner = try await connect(0)
+        let links = try await mapConcurrently(recipients, width: 32) { index in
+            let link = try await self.connect(index + 1)
+            link.onMessage = { _ in counter.arrived() }
+            try await link.subscribe(topic)
+            return link
+        }
+        return PeerAlarm(counter: counter, recipients: recipients, sockets: ([owner] + links).map { $0.socket }) {
+            owner.publish(topic, Payload.peerAlarm(from: "owner", allocator: owner.socket.channel.allocator))
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import ArgumentParser
+import Foundation
+import HomewardBench
+
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "homeward-bench",
+        abstract: "Fan-out, idle-capacity, connect-storm and alarm benchmarks: Homeward side by side with nats-server and mosquitto.",
+        discussion: """
+            Build first: swift build -c release --product homeward-relay && swift build -c release --product homeward-bench
+            Peers (nats-server, mosquitto) are installed if missing and started by bench/peers.sh, on loopback, with TLS.
+            """,
+        subcommands: [Fanout.self, Idle.self, Storm.self, Alarm.self, All.self, Smoke.self])
+}
+
+struct CommonOptions: ParsableArguments {
+    @Option(help: "homeward, nats, mosquitto, all, or a comma-separated list.")
+    var broker = "all"
+
+    @Flag(help: "Print the report as JSON instead of Markdown tables.")
+    var json = false
+
+    @Option(help: "Also write the Markdown report to this file.")
+    var output: String?
+
+    @Option(name: .customLong("relay-binary"), help: "homeward-relay to start. [default: the one beside this tool]")
+    var relayBinary: String?
+
+    @Option(name: .customLong("relay-arg"), parsing: .singleValue, help: "Extra argument for homeward-relay (repeatable).")
+    var relayArguments: [String] = []
+
+    @Option(name: .customLong("peers-script"), help: "Script that installs, configures, starts and stops the peers.")
+    var peersScript = "bench/peers.sh"
+
+    @Option(help: "Event-loop threads of the load generator.")
+    var threads = 2
+
+    @Option(name: .customLong("source-addresses"), help: "Client source addresses 127.0.0.1...127.0.0.N, used round-robin.")
+    var sourceAddresses = 4
+
+    var brokers: [String] {
+        if broker == "all" { return ["homeward", "nats", "mosquitto"] }
+        return broker.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+    }
+
+    func runOptions(brokers override: [String]? = nil) -> BenchRun.Options {
+        var options = BenchRun.Options()
+        options.brokers = override ?? brokers
+        options.relayBinary = relayBinary
+        options.relayArguments = relayArguments
+        options.peersScript = peersScript
+        options.threads = threads
+        options.sourceAddresses = sourceAddresses
+        return options
+    }
+
+    /// Starts the brokers, runs `body`, stops the brokers, prints the report.
+    func run(brokers override: [String]? = nil, _ body: (BenchRun, inout BenchReport) async throws -> Void) async throws {
+        let options = runOptions(brokers: override)
+        let run = try BenchRun(options)
+        var report = BenchReport(brokers: options.brokers, command: CommandLine.arguments.joined(separator: " "))
+        do {
+            try await run.start()
+            try await body(run, &report)
+        } catch {
+            run.stop()
+            throw error
+        }
+        run.stop()
+        let markdown = report.markdown
+        print(json ? report.json : markdown)
+        if let output { try markdown.write(toFile: output, atomically: true, encoding: .utf8) }
+    }
+}
+
+func parseList<T: LosslessStringConvertible>(_ text: String) throws -> [T] {
+    try text.split(separator: ",").map {
+        guard let value = T(String($0).trimmingCharacters(in: .whitespaces)) else { throw ValidationError("bad list item '\($0)'") }
+        return value
+    }
+}
+
+struct FanoutOptions: ParsableArguments {
+    @Option(help: "Walkers (publishers).")
+    var walkers = 50
+    @Option(help: "Observers per walker.")
+    var observers = 10
+    @Option(help: "Walker rates to ramp through, Hz, comma-separated; the ramp stops at saturation.")
+    var rates = "5,10,20,40,80,160,320"
+    @Option(name: .customLong("step-seconds"), help: "Seconds per ramp step.")
+    var stepSeconds = 3.0
+    @Flag(help: "A few seconds: 4 walkers x 3 observers at 5 and 20 Hz, 1 s steps.")
+    var quick = false
+
+    func config() throws -> FanoutConfig {
+        var config = FanoutConfig()
+        if quick {
+            config.walkers = 4
+            config.observers = 3
+            config.rates = [5, 20]
+            config.stepSeconds = 1
+            return config
+        }
+        config.walkers = walkers
+        config.observers = observers
+        config.rates = try parseList(rates)
+        config.stepSeconds = stepSeconds
+        return config
+    }
+}
+
+struct IdleOptions: ParsableArguments {
+    @Option(help: "Idle connection counts to measure at, comma-separated.")
+    var counts = "1000,10000,19500"
+}
+
+struct StormOptions: ParsableArguments {
+    @Option(help: "Connections to open, authenticate and close.")
+    var connections = 2000
+    @Option(help: "Connection attempts in flight at once.")
+    var concurrency = 64
+}
+
+struct AlarmOptions: ParsableArguments {
+    @Option(help: "Recipient counts K, comma-separated.")
+    var recipients = "1,10,100"
+    @Option(help: "Alarms raised per K.")
+    var raises = 20
+}
+
+extension BenchCommand {
+    struct Fanout: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "W walkers each followed by K observers; ramp the rate to saturation.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var fanout: FanoutOptions
+
+        func run() async throws {
+            let config = try fanout.config()
+            try await common.run(brokers: fanout.quick && common.broker == "all" ? ["homeward"] : nil) { run, report in
+                report.fanoutConfig = config
+                for driver in run.drivers { report.fanout.append(try await FanoutScenario.run(driver, config)) }
+            }
+        }
+    }
+
+    struct Idle: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resident memory per authenticated idle TLS WebSocket connection.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var idle: IdleOptions
+
+        func run() async throws {
+            let counts: [Int] = try parseList(idle.counts)
+            try await common.run { run, report in
+                for driver in run.drivers { report.idle.append(try await IdleScenario.run(driver, env: run.env, counts: counts)) }
+            }
+        }
+    }
+
+    struct Storm: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "TLS handshake + upgrade + authentication per second.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var storm: StormOptions
+
+        func run() async throws {
+            try await common.run { run, report in
+                for driver in run.drivers {
+                    report.storm.append(try await StormScenario.run(driver, env: run.env, connections: storm.connections,
+                                                                    concurrency: storm.concurrency))
+                }
+            }
+        }
+    }
+
+    struct Alarm: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Time from raise until every online recipient has the alarm.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var alarm: AlarmOptions
+
+        func run() async throws {
+            let recipients: [Int] = try parseList(alarm.recipients)
+            try await common.run { run, report in
+                for driver in run.drivers {
+                    report.alarm.append(try await AlarmScenario.run(driver, recipients: recipients, raises: alarm.raises))
+                }
+            }
+        }
+    }
+
+    struct All: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every scenario, every broker, one run.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var fanout: FanoutOptions
+        @OptionGroup var idle: IdleOptions
+        @OptionGroup var storm: StormOptions
+        @OptionGroup var alarm: AlarmOptions
+
+        func run() async throws {
+            let config = try fanout.config()
+            let counts: [Int] = try parseList(idle.counts)
+            let recipients: [Int] = try parseList(alarm.recipients)
+            try await common.run { run, report in
+                report.fanoutConfig = config
+                for driver in run.drivers { report.fanout.append(try await FanoutScenario.run(driver, config)) }
+                for driver in run.drivers {
+                    report.alarm.append(try await AlarmScenario.run(driver, recipients: recipients, raises: alarm.raises))
+                }
+                for driver in run.drivers {
+                    report.storm.append(try await StormScenario.run(driver, env: run.env, connections: storm.connections,
+                                                                    concurrency: storm.concurrency))
+                }
+                for driver in run.drivers { report.idle.append(try await IdleScenario.run(driver, env: run.env, counts: counts)) }
+            }
+        }
+    }
+
+    struct Smoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "A few seconds against Homeward only, every scenario tiny; fails if anything was not delivered. For CI.")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            var config = FanoutConfig()
+            config.walkers = 4
+            config.observers = 3
+            config.rates = [5, 20]
+            config.stepSeconds = 1
+            var failures: [String] = []
+            try await common.run(brokers: ["homeward"]) { run, report in
+                let driver = run.drivers[0]
+                report.fanoutConfig = config
+                let fanout = try await FanoutScenario.run(driver, config)
+                report.fanout.append(fanout)
+                if fanout.best.deliveredPerSecond <= 0 { failures.append("fan-out delivered nothing") }
+                if fanout.steps.first.map({ $0.lost > 0 }) ?? true { failures.append("fan-out lost deliveries at 5 Hz") }
+                let alarm = try await AlarmScenario.run(driver, recipients: [1, 5], raises: 3)
+                report.alarm.append(alarm)
+                if alarm.points.contains(where: { $0.incomplete > 0 }) { failures.append("an alarm did not reach every recipient") }
+                let storm = try await StormScenario.run(driver, env: run.env, connections: 100, concurrency: 16)
+                report.storm.append(storm)
+                if storm.failed > 0 { failures.append("\(storm.failed) storm connections failed") }
+                let idle = try await IdleScenario.run(driver, env: run.env, counts: [200])
+                report.idle.append(idle)
+                if idle.failed > 0 { failures.append("\(idle.failed) idle connections failed") }
+            }
+            if !failures.isEmpty {
+                FileHandle.standardError.write(Data("smoke FAILED: \(failures.joined(separator: "; "))\n".utf8))
+                throw ExitCode.failure
+            }
+            print("smoke: 1 passed, 0 failed")
+        }
+    }
+}
