@@ -7,7 +7,7 @@ import Synchronization
 /// positions and alarms that arrive during a measurement.
 final class HomewardLink: ByteReceiver, @unchecked Sendable {
     // Confined to the socket's event loop.
-    private var nextID = 1
+    private let ids = Atomic<Int>(0)
     private var pending: [Int: CheckedContinuation<[String: Any], any Error>] = [:]
     var onPosition: (@Sendable (ByteBuffer) -> Void)?
     var onAlarm: (@Sendable () -> Void)?
@@ -60,17 +60,15 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
     @discardableResult
     func request(_ type: String, _ fields: [String: Any] = [:]) async throws -> [String: Any] {
         let loop = socket.eventLoop
+        let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
+        var object = fields
+        object["type"] = type
+        object["id"] = id
+        guard let data = try? JSONSerialization.data(withJSONObject: object) else {
+            throw BenchError.failed("cannot encode \(type)")
+        }
         return try await withCheckedThrowingContinuation { continuation in
             loop.execute {
-                let id = self.nextID
-                self.nextID += 1
-                var object = fields
-                object["type"] = type
-                object["id"] = id
-                guard let data = try? JSONSerialization.data(withJSONObject: object) else {
-                    continuation.resume(throwing: BenchError.failed("cannot encode \(type)"))
-                    return
-                }
                 self.pending[id] = continuation
                 self.socket.send(self.socket.channel.allocator.buffer(bytes: data))
             }

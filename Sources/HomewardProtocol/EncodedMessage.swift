@@ -2,15 +2,40 @@ import NIOCore
 
 /// A message serialised once, ready to be written to any number of connections.
 public struct EncodedMessage: Sendable {
+    /// The JSON text.
     public let bytes: ByteBuffer
+    /// The same text as one unmasked, final WebSocket text frame (RFC 6455 section 5.2). A relay's
+    /// frames are the same for every recipient, so a fan-out frames once and every connection
+    /// writes these very bytes, header and payload in one buffer: one TLS record per delivery.
+    public let framed: ByteBuffer
     /// Set for a `pos` event: the sender, so that a newer position from them may replace this one in a slow queue.
     public let positionFrom: String?
     /// The `type` member, for metrics.
     public let type: String
 
     public init(_ message: JSONValue, positionFrom: String? = nil) {
-        self.bytes = JSONWriter.encode(message)
+        let payload = JSONWriter.encode(message)
+        self.bytes = payload
+        self.framed = Self.textFrame(payload)
         self.positionFrom = positionFrom
         self.type = message["type"]?.stringValue ?? "unknown"
+    }
+
+    static func textFrame(_ payload: ByteBuffer) -> ByteBuffer {
+        let length = payload.readableBytes
+        var frame = ByteBuffer()
+        frame.reserveCapacity(length + 10)
+        frame.writeInteger(UInt8(0x81))  // FIN, text
+        if length < 126 {
+            frame.writeInteger(UInt8(length))
+        } else if length <= Int(UInt16.max) {
+            frame.writeInteger(UInt8(126))
+            frame.writeInteger(UInt16(length))
+        } else {
+            frame.writeInteger(UInt8(127))
+            frame.writeInteger(UInt64(length))
+        }
+        frame.writeImmutableBuffer(payload)
+        return frame
     }
 }

@@ -258,11 +258,10 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private func write(_ message: EncodedMessage, context: ChannelHandlerContext) {
         if message.type != "pos" { metrics.sent(message.type) }
         if let frameEncoder {
-            // A fan-out shares one message buffer between all its recipients, so WebSocketFrameEncoder cannot
-            // prepend the frame header in place and writes it as a separate buffer; NIOSSL then seals each
-            // buffer as its own TLS record: two records (and two SSL_writes) per delivered message. Framing
-            // the message here into one buffer and handing it to the handler below the encoder gives one.
-            frameEncoder.write(NIOAny(Self.textFrame(message.bytes, allocator: context.channel.allocator)), promise: nil)
+            // WebSocketFrameEncoder cannot prepend a header to a buffer that all recipients share, so it would
+            // write header and payload separately and NIOSSL would seal each as its own TLS record. The message
+            // comes framed already; handing it to the handler below the encoder gives one record per delivery.
+            frameEncoder.write(NIOAny(message.framed), promise: nil)
         } else {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
         }
@@ -273,24 +272,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             flushScheduled = false
             self.context?.flush()
         }
-    }
-
-    /// An unmasked, final text frame (RFC 6455 section 5.2) holding `payload`, in one buffer.
-    static func textFrame(_ payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
-        let length = payload.readableBytes
-        var frame = allocator.buffer(capacity: length + 10)
-        frame.writeInteger(UInt8(0x81))
-        if length < 126 {
-            frame.writeInteger(UInt8(length))
-        } else if length <= Int(UInt16.max) {
-            frame.writeInteger(UInt8(126))
-            frame.writeInteger(UInt16(length))
-        } else {
-            frame.writeInteger(UInt8(127))
-            frame.writeInteger(UInt64(length))
-        }
-        frame.writeImmutableBuffer(payload)
-        return frame
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
