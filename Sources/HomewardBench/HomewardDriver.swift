@@ -115,15 +115,29 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
         // walkers publish far above the default per-connection rate, and alarms do not repeat mid-run.
         let arguments = [
             "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir,
-            "--pbkdf2-iterations", "210000", "--log-level", "warning",
+            "--pbkdf2-iterations", "210000", "--log-level", "info",
             "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
             "--alarm-repeat-interval", "3600", "--auth-timeout", "60",
         ] + extraArguments
         process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
     }
 
+    /// Waits for the relay's own "listening" line: a port that merely accepts connections may be
+    /// another program's, and then the relay we started has failed to bind and exited.
     public func waitUntilReady() async throws {
-        try await waitForPort(env, port: port, timeout: 60)
+        let log = dataDir + "/relay.log"
+        let deadline = BenchClock.seconds() + 60
+        while true {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if text.contains("homeward relay listening") { return }
+            if process.pid == nil {
+                throw BenchError.failed("homeward-relay exited before listening on 127.0.0.1:\(port):\n\(text)")
+            }
+            if BenchClock.seconds() > deadline {
+                throw BenchError.failed("homeward-relay is not listening on 127.0.0.1:\(port) after 60 s:\n\(text)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     public func stop() {

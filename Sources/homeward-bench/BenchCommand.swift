@@ -30,6 +30,9 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("relay-arg"), parsing: .singleValue, help: "Extra argument for homeward-relay (repeatable).")
     var relayArguments: [String] = []
 
+    @Option(name: .customLong("homeward-port"), help: "Loopback port for the relay the tool starts.")
+    var homewardPort = 18443
+
     @Option(name: .customLong("peers-script"), help: "Script that installs, configures, starts and stops the peers.")
     var peersScript = "bench/peers.sh"
 
@@ -49,6 +52,7 @@ struct CommonOptions: ParsableArguments {
         options.brokers = override ?? brokers
         options.relayBinary = relayBinary
         options.relayArguments = relayArguments
+        options.homewardPort = homewardPort
         options.peersScript = peersScript
         options.threads = threads
         options.sourceAddresses = sourceAddresses
