@@ -61,6 +61,10 @@ public struct RelayServer: Sendable {
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelOption(.maxMessagesPerRead, value: 16)
+                // Each channel keeps its receive buffers pooled for its whole life, sized by this allocator; the
+                // default starts at 2 KiB, while an idle client's reads (pings, a position) fit in a few hundred bytes.
+                // It still grows on demand when a read fills the buffer.
+                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
                 .childChannelInitializer { channel in pipeline.configure(channel) }
                 .bind(host: config.host, port: config.port)
                 .get()

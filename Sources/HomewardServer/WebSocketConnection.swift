@@ -24,7 +24,9 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     // Confined to `eventLoop`.
     private var context: ChannelHandlerContext?
     private var auth: Authentication?
-    private var waiting = CircularBuffer<IncomingRequest>()
+    // Requests only wait while another is being served, which most connections never see; the default
+    // capacity (16) would be allocated for every idle connection. It doubles when it has to.
+    private var waiting = CircularBuffer<IncomingRequest>(initialCapacity: 1)
     private var busy = false
     private var outbound = OutboundQueue()
     private var flushScheduled = false
