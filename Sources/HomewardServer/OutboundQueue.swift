@@ -5,7 +5,9 @@ import NIOCore
 /// queued one, so a slow observer gets the latest fix rather than a growing backlog; every
 /// other message is kept, and counted so the connection can be dropped when too many pile up.
 struct OutboundQueue {
-    private var items = CircularBuffer<EncodedMessage>()
+    // Only a client that cannot keep up has anything queued; the default capacity (16) would be allocated
+    // for every connection up front. It doubles when it has to.
+    private var items = CircularBuffer<EncodedMessage>(initialCapacity: 1)
     /// Sequence number of `items.first`; positions are indexed by sequence so replacing is O(1).
     private var firstSequence = 0
     private var queuedPosition: [String: Int] = [:]

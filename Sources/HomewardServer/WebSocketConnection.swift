@@ -24,7 +24,9 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     // Confined to `eventLoop`.
     private var context: ChannelHandlerContext?
     private var auth: Authentication?
-    private var waiting = CircularBuffer<IncomingRequest>()
+    // Requests only wait while another is being served, which most connections never see; the default
+    // capacity (16) would be allocated for every idle connection. It doubles when it has to.
+    private var waiting = CircularBuffer<IncomingRequest>(initialCapacity: 1)
     private var busy = false
     private var outbound = OutboundQueue()
     private var flushScheduled = false
@@ -33,7 +35,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private var bucket: TokenBucket
     private var authFailures = 0
     private var authTimer: Scheduled<Void>?
-    private var keepalive: RepeatedTask?
     /// The WebSocket frame encoder's context: messages are written here already framed (see `write`).
     private var frameEncoder: ChannelHandlerContext?
 
@@ -57,10 +58,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         registry.add(self)
         metrics.connections.increment()
         startAuthTimer()
-        let interval = TimeAmount.nanoseconds(Int64(limits.pingInterval * 1e9))
-        keepalive = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in
-            self?.keepaliveTick()
-        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -78,7 +75,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         frameEncoder = nil
         closing = true
         authTimer?.cancel()
-        keepalive?.cancel()
         registry.remove(self)
         metrics.connections.decrement()
         if let auth { relay.disconnect(auth.username, sink: self) }
@@ -94,7 +90,10 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         }
     }
 
-    private func keepaliveTick() {
+    /// Pings the client, or closes the connection when nothing was heard for the idle timeout.
+    /// Called every ping interval on `eventLoop` by the relay's per-loop sweep (see `RelayServer.start`).
+    func keepaliveTick() {
+        eventLoop.assertInEventLoop()
         guard let context, !closing else { return }
         if NIODeadline.now() - lastHeard > .nanoseconds(Int64(limits.idleTimeout * 1e9)) {
             closeNow(.policyViolation, reason: "idle for too long")
