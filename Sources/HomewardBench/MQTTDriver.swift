@@ -3,7 +3,7 @@ import NIOCore
 import Synchronization
 
 /// One MQTT 3.1.1 client over TLS: CONNECT, SUBSCRIBE (QoS 0), PUBLISH (QoS 0).
-final class MQTTLink: ByteReceiver, @unchecked Sendable {
+final class MQTTLink: ByteReceiver, TopicLink, @unchecked Sendable {
     // Confined to the socket's event loop.
     private var buffer: ByteBuffer?
     private var ackWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
@@ -121,24 +121,6 @@ final class MQTTLink: ByteReceiver, @unchecked Sendable {
     }
 }
 
-final class MQTTWalker: Publisher, @unchecked Sendable {
-    let link: MQTTLink
-    let index: Int
-    let topic: String
-    var eventLoop: any EventLoop { link.socket.eventLoop }
-
-    init(link: MQTTLink, index: Int) {
-        self.link = link
-        self.index = index
-        self.topic = "walker/\(index)"
-    }
-
-    func publish(sequence: Int) {
-        link.publish(topic, Payload.peerPosition(walker: index, from: "walker\(index)", sequence: sequence,
-                                                 allocator: link.socket.channel.allocator))
-    }
-}
-
 /// mosquitto with an MQTT-over-TLS listener (started by bench/peers.sh); one topic per walker, QoS 0.
 public final class MQTTDriver: BrokerDriver, @unchecked Sendable {
     public let name = "mosquitto"
@@ -173,7 +155,7 @@ public final class MQTTDriver: BrokerDriver, @unchecked Sendable {
             try await link.subscribe("walker/\(index / observers)")
             return link
         }
-        return FanoutRig(publishers: walkerLinks.enumerated().map { MQTTWalker(link: $1, index: $0) },
+        return FanoutRig(publishers: walkerLinks.enumerated().map { TopicWalker(link: $1, index: $0, topic: "walker/\($0)") },
                          sockets: (walkerLinks + observerLinks).map { $0.socket })
     }
 

@@ -4,7 +4,7 @@ import Synchronization
 
 /// One NATS client connection over WSS speaking the NATS text protocol (INFO, CONNECT, PUB, SUB,
 /// MSG, PING, PONG). WebSocket frames do not align with protocol messages, so this parses a stream.
-final class NATSLink: ByteReceiver, @unchecked Sendable {
+final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
     // Confined to the socket's event loop.
     private var buffer: ByteBuffer?
     private var pongWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
@@ -112,24 +112,6 @@ final class NATSLink: ByteReceiver, @unchecked Sendable {
     }
 }
 
-final class NATSWalker: Publisher, @unchecked Sendable {
-    let link: NATSLink
-    let index: Int
-    let subject: String
-    var eventLoop: any EventLoop { link.socket.eventLoop }
-
-    init(link: NATSLink, index: Int) {
-        self.link = link
-        self.index = index
-        self.subject = "walker.\(index)"
-    }
-
-    func publish(sequence: Int) {
-        link.publish(subject, Payload.peerPosition(walker: index, from: "walker\(index)", sequence: sequence,
-                                                   allocator: link.socket.channel.allocator))
-    }
-}
-
 /// nats-server with its WebSocket listener over TLS (started by bench/peers.sh); one subject per walker.
 public final class NATSDriver: BrokerDriver, @unchecked Sendable {
     public let name = "nats"
@@ -154,7 +136,7 @@ public final class NATSDriver: BrokerDriver, @unchecked Sendable {
             try await link.subscribe("walker.\(index / observers)", sid: 1)
             return link
         }
-        return FanoutRig(publishers: walkerLinks.enumerated().map { NATSWalker(link: $1, index: $0) },
+        return FanoutRig(publishers: walkerLinks.enumerated().map { TopicWalker(link: $1, index: $0, topic: "walker.\($0)") },
                          sockets: (walkerLinks + observerLinks).map { $0.socket })
     }
 
