@@ -2,8 +2,6 @@ import NIOCore
 
 /// A message serialised once, ready to be written to any number of connections.
 public struct EncodedMessage: Sendable {
-    /// The JSON text.
-    public let bytes: ByteBuffer
     /// The same text as one unmasked, final WebSocket text frame (RFC 6455 section 5.2). A relay's
     /// frames are the same for every recipient, so a fan-out frames once and every connection
     /// writes these very bytes, header and payload in one buffer: one TLS record per delivery.
@@ -12,11 +10,17 @@ public struct EncodedMessage: Sendable {
     public let positionFrom: String?
     /// The `type` member, for metrics.
     public let type: String
+    private let headerLength: Int
+
+    /// The JSON text: `framed` without its header, sharing its storage.
+    public var bytes: ByteBuffer {
+        framed.getSlice(at: framed.readerIndex + headerLength, length: framed.readableBytes - headerLength)!
+    }
 
     public init(_ message: JSONValue, positionFrom: String? = nil) {
         let payload = JSONWriter.encode(message)
-        self.bytes = payload
         self.framed = Self.textFrame(payload)
+        self.headerLength = framed.readableBytes - payload.readableBytes
         self.positionFrom = positionFrom
         self.type = message["type"]?.stringValue ?? "unknown"
     }

@@ -4,12 +4,12 @@ import HomewardProtocol
 import HomewardStorage
 import Logging
 import NIOCore
-import Synchronization
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import Prometheus
+import Synchronization
 
 /// Starts the relay: storage, TLS, the event loops and the listening socket.
 public struct RelayServer: Sendable {

@@ -23,9 +23,6 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
         if let posix = (error as NSError).userInfo[NSUnderlyingErrorKey] as? POSIXError {
             return String(cString: strerror(posix.code.rawValue))
         }
-        if let code = (error as NSError).userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? NSError })?.code {
-            return String(cString: strerror(Int32(code)))
-        }
         return (error as NSError).localizedDescription
     }
 

@@ -69,11 +69,8 @@ final class KillRestartEndToEndTests: XCTestCase {
         let sessionId = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
         try await bob.client.ok("session.accept", ["sessionId": .string(sessionId)])
 
-        relay.kill()
         // The deadline must pass while nothing runs: that is the case under test.
-        let wait = deadline - Int64(Date().timeIntervalSince1970 * 1000) + 200
-        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
-        try await relay.launch()
+        try await relay.killAndRestart(after: deadline)
 
         let bobAgain = try await hello(bob.token, on: relay, label: "bob-after-kill")
         let alarm = try await bobAgain.event("alarm")
@@ -90,7 +87,7 @@ final class KillRestartEndToEndTests: XCTestCase {
     }
 
     func testRepeatScheduleOfAnUnacknowledgedAlarmSurvivesSIGKILL() async throws {
-        let relay = try await startRelay(["--alarm-repeat-interval", "1", "--alarm-repeat-max", "3"])
+        let relay = try await startRelay(["--alarm-repeat-interval", "1", "--alarm-repeat-max", "10"])
         let alice = try await register("alice", on: relay)
         let bob = try await register("bob", on: relay)
         try await befriend(alice, bob)
@@ -143,11 +140,8 @@ final class KillRestartEndToEndTests: XCTestCase {
         let short = try await carol.client.ok("session.start", ["ttl": 1])
         let shortId = try XCTUnwrap(short["session"]?["sessionId"]?.stringValue)
 
-        relay.kill()
         let expiresAt = try XCTUnwrap(short["session"]?["expiresAt"]?.numberValue)
-        let wait = Int64(expiresAt) - Int64(Date().timeIntervalSince1970 * 1000) + 200
-        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
-        try await relay.launch()
+        try await relay.killAndRestart(after: Int64(expiresAt))
 
         let carolAgain = try await hello(carol.token, on: relay, label: "carol-after-kill")
         let carolSessions = try await carolAgain.ok("session.list")

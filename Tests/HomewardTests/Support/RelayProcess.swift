@@ -79,52 +79,53 @@ final class RelayProcess: Sendable {
         current.withLock { $0 = (process, port) }
     }
 
-    /// kill -9: the relay gets no chance to close connections or finish anything.
-    func kill() {
-        guard let process = current.withLock({ state -> Process? in
+    /// The running process, forgotten: whoever takes it ends it.
+    private func take() -> Process? {
+        current.withLock { state in
             defer { state = nil }
             return state?.process
-        }) else { return }
+        }
+    }
+
+    /// kill -9: the relay gets no chance to close connections or finish anything.
+    func kill() {
+        guard let process = take() else { return }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
     /// Sends `signal` (SIGTERM, SIGINT) and returns the exit status once the process has ended.
     func stop(with signal: Int32, within seconds: Double = 30) async throws -> Int32 {
-        guard let process = current.withLock({ state -> Process? in
-            defer { state = nil }
-            return state?.process
-        }) else { throw TestFailure("the relay process is not running") }
+        guard let process = take() else { throw TestFailure("the relay process is not running") }
         Foundation.kill(process.processIdentifier, signal)
-        let exited = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
+        do {
+            return try await withTimeout(seconds, "homeward-relay to exit after signal \(signal)") {
                 await withCheckedContinuation { continuation in
                     DispatchQueue.global().async {
                         process.waitUntilExit()
-                        continuation.resume()
+                        continuation.resume(returning: process.terminationStatus)
                     }
                 }
-                return true
             }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-        guard exited else {
+        } catch {
             Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            throw TestFailure("homeward-relay did not exit within \(seconds) s of signal \(signal)")
+            throw error
         }
-        return process.terminationStatus
     }
 
     /// SIGKILL, then start again on the same data directory.
     func killAndRestart() async throws {
         kill()
+        try await launch()
+    }
+
+    /// SIGKILL, stay dead until the wall clock has passed `time` (Unix ms) — for deadlines that must
+    /// fall while no relay runs, which only real time can arrange — then start again.
+    func killAndRestart(after time: Int64) async throws {
+        kill()
+        let wait = time - Int64(Date().timeIntervalSince1970 * 1000) + 200
+        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
         try await launch()
     }
 
