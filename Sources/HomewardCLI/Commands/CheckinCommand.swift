@@ -19,8 +19,9 @@ struct CheckinCommand: RelayCommand {
     @Option(help: "The session (default: your active one).") var session: String?
 
     func validate() throws {
-        if let next, !(next > 0 && next <= 7 * 24 * 60) {
-            throw ValidationError("--next must be more than 0 and at most 10080 minutes (7 days)")
+        let maxMinutes = Double(SessionOptions.maxHorizonMillis) / 60_000
+        if let next, !(next > 0 && next <= maxMinutes) {
+            throw ValidationError("--next must be more than 0 and at most \(Int(maxMinutes)) minutes (7 days)")
         }
     }
 
