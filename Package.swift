@@ -120,6 +120,9 @@ let package = Package(
             name: "HomewardClientTests",
             dependencies: [
                 "HomewardClient", "HomewardCLI", "HomewardProtocol", "HomewardServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             resources: [.copy("Fixtures")]
         ),

@@ -76,6 +76,8 @@ public enum FanoutScenario {
         try await Task.sleep(for: .milliseconds(500))
         var steps: [FanoutStep] = []
         for hz in config.rates {
+            // Marks the start of the measured interval for anything watching the log (a profiler, say).
+            log("\(driver.name): \(hz) Hz: step started")
             let step = await runStep(rig, hz: hz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
                                      pid: driver.pid)
             steps.append(step)

@@ -5,7 +5,7 @@ public enum JSONWriter {
     public static func write(_ value: JSONValue, into buffer: inout ByteBuffer) {
         switch value {
         case .null: buffer.writeStaticString("null")
-        case .bool(let flag): flag ? buffer.writeStaticString("true") : buffer.writeStaticString("false")
+        case .bool(let flag): buffer.writeStaticString(flag ? "true" : "false")
         case .int(let integer): buffer.writeString(String(integer))
         case .double(let double):
             // Non-finite numbers never reach here through the protocol; null keeps output valid JSON if one does.

@@ -16,11 +16,6 @@ final class ConnectionRegistry: Sendable {
 
     var count: Int { connections.withLock { $0.count } }
 
-    /// The connections served by `loop`.
-    func connections(on loop: any EventLoop) -> [WebSocketConnection] {
-        connections.withLock { $0.values.filter { $0.eventLoop === loop } }
-    }
-
     /// Closes every connection with `code` and waits until they are gone (or `timeout` passes).
     func closeAll(_ code: CloseCode, reason: String, timeout: TimeAmount) async {
         let all = connections.withLock { Array($0.values) }

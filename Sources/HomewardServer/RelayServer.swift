@@ -55,13 +55,14 @@ public struct RelayServer: Sendable {
         // Each connection is still pinged every ping interval and closed once idle for the idle timeout
         // (checked at the same granularity as before); only the phase of the first ping changes.
         let pingInterval = TimeAmount.nanoseconds(Int64(config.limits.pingInterval * 1e9))
-        for loop in group.makeIterator() {
-            loop.scheduleRepeatedTask(initialDelay: pingInterval, delay: pingInterval) { _ in
-                for connection in connections.connections(on: loop) { connection.keepaliveTick() }
-            }
+        var loops: [ObjectIdentifier: ConnectionLoop] = [:]
+        for eventLoop in group.makeIterator() {
+            let loop = ConnectionLoop(eventLoop: eventLoop)
+            loop.start(pingInterval: pingInterval)
+            loops[ObjectIdentifier(eventLoop)] = loop
         }
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
-                                       sslContext: sslContext, logger: logger,
+                                       loops: loops, sslContext: sslContext, logger: logger,
                                        exposition: { prometheus.emitToBuffer() })
 
         let channel: any Channel
@@ -158,6 +159,8 @@ struct PipelineFactory: Sendable {
     let limits: ConnectionLimits
     let metrics: RelayMetrics
     let connections: ConnectionRegistry
+    /// One per event loop of the group, by the loop's identity.
+    let loops: [ObjectIdentifier: ConnectionLoop]
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
@@ -187,9 +190,12 @@ struct PipelineFactory: Sendable {
                 },
                 upgradePipelineHandler: { [self] channel, _ in
                     channel.eventLoop.makeCompletedFuture {
+                        guard let loop = loops[ObjectIdentifier(channel.eventLoop)] else {
+                            preconditionFailure("a connection on an event loop outside the relay's group")
+                        }
                         let connection = WebSocketConnection(
-                            relay: relay, limits: limits, metrics: metrics, registry: connections, logger: logger,
-                            eventLoop: channel.eventLoop, peer: channel.remoteAddress?.ipAddress ?? "unknown")
+                            relay: relay, limits: limits, metrics: metrics, registry: connections, loop: loop,
+                            logger: logger, peer: channel.remoteAddress?.ipAddress ?? "unknown")
                         try channel.pipeline.syncOperations.addHandlers([
                             FrameValidator(),
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,

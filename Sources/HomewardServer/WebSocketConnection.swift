@@ -17,6 +17,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private let limits: ConnectionLimits
     private let metrics: RelayMetrics
     private let registry: ConnectionRegistry
+    private let loop: ConnectionLoop
     private let logger: Logger
     let eventLoop: any EventLoop
     private let peer: String
@@ -39,13 +40,14 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private var frameEncoder: ChannelHandlerContext?
 
     init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, registry: ConnectionRegistry,
-         logger: Logger, eventLoop: any EventLoop, peer: String) {
+         loop: ConnectionLoop, logger: Logger, peer: String) {
         self.relay = relay
         self.limits = limits
         self.metrics = metrics
         self.registry = registry
+        self.loop = loop
         self.logger = logger
-        self.eventLoop = eventLoop
+        self.eventLoop = loop.eventLoop
         self.peer = peer
         self.bucket = TokenBucket(rate: limits.requestsPerSecond, burst: limits.requestsPerSecond * 2)
     }
@@ -56,6 +58,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         self.context = context
         frameEncoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
         registry.add(self)
+        loop.add(self)
         metrics.connections.increment()
         startAuthTimer()
     }
@@ -76,6 +79,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         closing = true
         authTimer?.cancel()
         registry.remove(self)
+        loop.remove(self)
         metrics.connections.decrement()
         if let auth { relay.disconnect(auth.username, sink: self) }
         auth = nil
@@ -84,14 +88,17 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
 
     private func startAuthTimer() {
         authTimer?.cancel()
-        authTimer = eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.authenticationTimeout * 1e9))) { [weak self] in
-            guard let self, self.auth == nil else { return }
-            self.closeNow(.policyViolation, reason: "not authenticated in time")
+        // Captured strongly: a weak reference would give this object a side table and make every
+        // retain and release of it (several per delivered position) take the runtime's slow path.
+        // The timer is cancelled on sign-in and in `teardown`, which ends the cycle.
+        authTimer = eventLoop.scheduleTask(in: .nanoseconds(Int64(limits.authenticationTimeout * 1e9))) { [self] in
+            guard auth == nil else { return }
+            closeNow(.policyViolation, reason: "not authenticated in time")
         }
     }
 
     /// Pings the client, or closes the connection when nothing was heard for the idle timeout.
-    /// Called every ping interval on `eventLoop` by the relay's per-loop sweep (see `RelayServer.start`).
+    /// Called every ping interval on `eventLoop` by its `ConnectionLoop`.
     func keepaliveTick() {
         eventLoop.assertInEventLoop()
         guard let context, !closing else { return }
@@ -133,6 +140,12 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         default:
             break
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // Everything this read burst wrote, to this connection and to the observers of its positions.
+        loop.flushAll()
+        context.fireChannelReadComplete()
     }
 
     /// Close codes a peer may send (RFC 6455 section 7.4).
@@ -265,12 +278,15 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
         }
         guard !flushScheduled else { return }
-        // One flush for everything written in this turn of the event loop.
+        // One flush for everything written by the same read burst (see `ConnectionLoop`).
         flushScheduled = true
-        eventLoop.execute { [self] in
-            flushScheduled = false
-            self.context?.flush()
-        }
+        loop.flushLater(self)
+    }
+
+    /// Called by `loop` once the read burst or loop turn that wrote to this connection is done.
+    func flushNow() {
+        flushScheduled = false
+        context?.flush()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

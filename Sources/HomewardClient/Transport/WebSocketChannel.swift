@@ -96,7 +96,11 @@ final class WebSocketChannel: Sendable {
             notUpgradingCompletionHandler: { channel in
                 channel.eventLoop.makeCompletedFuture { .refused }
             })
-        let result = try sync.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+        var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
+        // A server may send its first message in the same TCP segment as the 101 response; NIO's default
+        // strategy would drop those bytes, so they are handed to the WebSocket decoder instead.
+        pipeline.leftOverBytesStrategy = .forwardBytes
+        let result = try sync.configureUpgradableHTTPClientPipeline(configuration: pipeline)
         // The TCP connect has its own timeout; this one covers the TLS handshake and the upgrade.
         let timer = channel.eventLoop.scheduleTask(in: options.connectTimeout) { channel.close(promise: nil) }
         result.whenComplete { outcome in
