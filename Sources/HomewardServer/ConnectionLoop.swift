@@ -1,25 +1,44 @@
+import HomewardProtocol
 import NIOCore
+import NIOPosix
 
-/// The work one event loop does for all of its connections at once: flushing every connection
-/// written to by one read burst, and one keepalive sweep per ping interval.
+/// The work one event loop does for all of its connections at once: delivering and flushing what one
+/// read burst produced, and one keepalive sweep per ping interval.
 ///
-/// A position fan-out writes to many connections at once. One flush pass per read burst instead of
-/// one task per written connection saves a closure and a task-queue operation per delivery, and
-/// still coalesces everything a connection got from that burst into one `write(2)`.
+/// A walker's positions fan out to observers on every loop. Per delivery, that would cost a flush task
+/// on the observer's loop and, for an observer on another loop, a cross-thread task (a closure, a
+/// locked queue operation and often a wake-up of that loop). Instead, a loop collects what a read
+/// burst produced and then does one pass: one task per other loop carrying all of that burst's
+/// messages for it, and one flush per written connection, coalescing everything the connection got
+/// from the burst into one `write(2)`.
+///
 /// Confined to `eventLoop`: every method but `start` is called on it.
 final class ConnectionLoop: @unchecked Sendable {
+    /// The `ConnectionLoop` of the event loop running on the calling thread, if any.
+    static let current = ThreadSpecificVariable<ConnectionLoop>()
+
     let eventLoop: any EventLoop
     private var connections: [ObjectIdentifier: WebSocketConnection] = [:]
     private var unflushed: [WebSocketConnection] = []
     /// The list being flushed; kept to reuse its storage.
     private var flushing: [WebSocketConnection] = []
+    /// Messages for connections on other loops, by loop, waiting for the end of the read burst.
+    private var outbox: [Batch] = []
+    private var passScheduled = false
+
+    struct Batch: Sendable {
+        let loop: ConnectionLoop
+        var deliveries: [(WebSocketConnection, EncodedMessage)]
+    }
 
     init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 
-    /// Starts the keepalive sweep: every connection on this loop is pinged each `pingInterval`.
+    /// Makes this the loop's `current` and starts the keepalive sweep: every connection on this
+    /// loop is pinged each `pingInterval`.
     func start(pingInterval: TimeAmount) {
+        eventLoop.execute { Self.current.currentValue = self }
         eventLoop.scheduleRepeatedTask(initialDelay: pingInterval, delay: pingInterval) { _ in
             for connection in self.connections.values { connection.keepaliveTick() }
         }
@@ -35,23 +54,55 @@ final class ConnectionLoop: @unchecked Sendable {
         connections.removeValue(forKey: ObjectIdentifier(connection))
     }
 
-    /// Flushes `connection` at the next `flushAll`: when the read that caused the write is done,
-    /// or at the end of this turn of the loop for writes that no read on this loop caused.
+    /// Flushes `connection` in the next pass.
     func flushLater(_ connection: WebSocketConnection) {
         eventLoop.assertInEventLoop()
-        if unflushed.isEmpty {
-            eventLoop.execute { self.flushAll() }
-        }
+        schedulePass()
         unflushed.append(connection)
     }
 
-    /// Flushes every connection written to since the last call. Called when a connection's read
-    /// burst is done: waiting for the end of the whole turn would hold the first position of a
-    /// busy turn until every other socket's reads had been served.
+    /// Hands `message` to `connection`, which lives on another loop, in the next pass.
+    func forward(_ message: EncodedMessage, to connection: WebSocketConnection) {
+        eventLoop.assertInEventLoop()
+        schedulePass()
+        let target = connection.loop
+        if let index = outbox.firstIndex(where: { $0.loop === target }) {
+            outbox[index].deliveries.append((connection, message))
+        } else {
+            outbox.append(Batch(loop: target, deliveries: [(connection, message)]))
+        }
+    }
+
+    /// Sends the collected batches to their loops and flushes every connection written to since the
+    /// last pass. Called when a connection's read burst is done: waiting for the end of the whole turn
+    /// would hold the first position of a busy turn until every other socket's reads had been served.
+    /// Writes that no read burst on this loop caused get a pass at the end of the turn.
     func flushAll() {
+        if !outbox.isEmpty {
+            for batch in outbox {
+                batch.loop.eventLoop.execute { batch.loop.receive(batch.deliveries) }
+            }
+            outbox.removeAll(keepingCapacity: true)
+        }
         guard !unflushed.isEmpty else { return }
         swap(&unflushed, &flushing)
         for connection in flushing { connection.flushNow() }
         flushing.removeAll(keepingCapacity: true)
+    }
+
+    /// A batch from another loop: the same order as it was sent in, flushed at once.
+    private func receive(_ deliveries: [(WebSocketConnection, EncodedMessage)]) {
+        for (connection, message) in deliveries { connection.enqueue(message) }
+        flushAll()
+    }
+
+    /// Makes sure a pass runs by the end of this turn of the loop even if no read burst ends first.
+    private func schedulePass() {
+        guard !passScheduled else { return }
+        passScheduled = true
+        eventLoop.execute {
+            self.passScheduled = false
+            self.flushAll()
+        }
     }
 }

@@ -17,7 +17,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private let limits: ConnectionLimits
     private let metrics: RelayMetrics
     private let registry: ConnectionRegistry
-    private let loop: ConnectionLoop
+    let loop: ConnectionLoop
     private let logger: Logger
     let eventLoop: any EventLoop
     private let peer: String
@@ -241,10 +241,13 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     }
 
     func send(_ message: EncodedMessage) {
-        // Fan-out calls this from the publisher's event loop: when that is ours, skip the task hop
-        // (one allocation and a locked queue operation per delivery). Order per caller is kept either way.
+        // Fan-out calls this from the publisher's event loop: when that is ours, no task hop at all;
+        // when it is another of the relay's loops, that loop batches the hop (see `ConnectionLoop`).
+        // Order per caller is kept either way.
         if eventLoop.inEventLoop {
             enqueue(message)
+        } else if let here = ConnectionLoop.current.currentValue {
+            here.forward(message, to: self)
         } else {
             eventLoop.execute { self.enqueue(message) }
         }
@@ -254,7 +257,8 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         eventLoop.execute { self.closeNow(code, reason: reason) }
     }
 
-    private func enqueue(_ message: EncodedMessage) {
+    /// Writes `message` now, or queues it while the socket is not writable. On `eventLoop` only.
+    func enqueue(_ message: EncodedMessage) {
         guard let context, !closing else { return }
         if outbound.isEmpty, context.channel.isWritable {
             write(message, context: context)
