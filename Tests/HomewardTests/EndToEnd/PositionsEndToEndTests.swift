@@ -132,4 +132,37 @@ final class PositionsEndToEndTests: EndToEndTestCase {
         let extra = try await bob.client.eventsAfterRoundTrip("pos")
         XCTAssertEqual(extra, [])
     }
+
+    /// The relay hands connections to its event loops in turn, so with two loops some observers share the
+    /// walker's loop (written to directly) and some do not (reached through a per-loop batch). Both kinds
+    /// get the walk in order, up to its newest position.
+    func testObserversOnBothEventLoopsGetPositionsInOrder() async throws {
+        let relay = try await startRelay { $0.eventLoopThreads = 2 }
+        let alice = try await relay.user("alice")
+        var observers: [TestUser] = []
+        for name in ["bob", "carol", "dave"] {
+            let observer = try await relay.user(name)
+            try await befriend(alice, observer)
+            observers.append(observer)
+        }
+        let start = try await alice.client.ok("session.start")
+        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        for observer in observers {
+            try await observer.client.ok("session.accept", ["sessionId": .string(id)])
+            try await alice.client.event("session.accepted")
+        }
+        for index in 0..<50 {
+            try await alice.client.send(#"{"type":"pos","lat":1,"lon":2,"ts":\#(1_000 + index)}"#)
+        }
+        try await alice.client.ok("ping")
+        for observer in observers {
+            var last: Double = 0
+            while last < 1_049 {
+                let pos = try await observer.client.event("pos")
+                let ts = try XCTUnwrap(pos["ts"]?.numberValue)
+                XCTAssertGreaterThan(ts, last, "positions out of order for \(observer.username)")
+                last = ts
+            }
+        }
+    }
 }
