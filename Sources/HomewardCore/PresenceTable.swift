@@ -24,6 +24,9 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     private let entries = Mutex<[String: Entry]>([:])
+    /// Users with at least one connection, kept by `attach` and `detach` (under the `entries` lock)
+    /// so that reading it, on every sign-in and sign-out, does not walk every entry.
+    private let online = Atomic<Int>(0)
 
     public init() {}
 
@@ -33,6 +36,7 @@ public final class PresenceTable: PresenceView, Sendable {
             let first = entries[username]?.sinks.isEmpty ?? true
             entries[username, default: Entry()].sinks[ObjectIdentifier(sink)] = sink
             entries[username]!.lastSeen = now
+            if first { online.add(1, ordering: .relaxed) }
             return first
         }
     }
@@ -42,7 +46,9 @@ public final class PresenceTable: PresenceView, Sendable {
         entries.withLock { entries in
             guard entries[username]?.sinks.removeValue(forKey: ObjectIdentifier(sink)) != nil else { return false }
             entries[username]!.lastSeen = now
-            return entries[username]!.sinks.isEmpty
+            let last = entries[username]!.sinks.isEmpty
+            if last { online.subtract(1, ordering: .relaxed) }
+            return last
         }
     }
 
@@ -55,7 +61,7 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     public var onlineUserCount: Int {
-        entries.withLock { $0.values.reduce(0) { $0 + ($1.sinks.isEmpty ? 0 : 1) } }
+        online.load(ordering: .relaxed)
     }
 
     public func setAudience(of username: String, to audience: Set<String>) {

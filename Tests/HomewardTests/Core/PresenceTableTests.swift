@@ -89,6 +89,12 @@ final class PresenceTableTests: XCTestCase {
         XCTAssertEqual(table.onlineUserCount, 2)
         _ = table.detach("bob", bob, now: now)
         XCTAssertEqual(table.onlineUserCount, 1)
+        // Detaching what is not attached, or twice, changes nothing.
+        _ = table.detach("bob", bob, now: now)
+        _ = table.detach("carol", DummySink("c1"), now: now)
+        XCTAssertEqual(table.onlineUserCount, 1)
+        _ = table.attach("bob", bob, now: now)
+        XCTAssertEqual(table.onlineUserCount, 2)
     }
 
     func testRecordReturnsSinksOfAudienceMembersOnly() {
