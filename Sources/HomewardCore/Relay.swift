@@ -26,6 +26,11 @@ public final class Relay: @unchecked Sendable {
 
     private var timer: DispatchSourceTimer?
     private var timerDeadline: Int64?
+    /// Last-seen times not stored yet. They only tell friends when someone was last online, so they are
+    /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
+    /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
+    private var unsavedLastSeen: [String: Int64] = [:]
+    static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
     private let hashing: DispatchQueue
     private let hashSlots: DispatchSemaphore
@@ -127,7 +132,10 @@ public final class Relay: @unchecked Sendable {
     /// Waits until every operation submitted so far has finished and been persisted.
     public func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async { continuation.resume() }
+            queue.async {
+                self.saveLastSeen()
+                continuation.resume()
+            }
         }
     }
 
@@ -240,11 +248,25 @@ public final class Relay: @unchecked Sendable {
     private func detach(_ username: String, _ sink: any ClientSink) {
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
-        try? persist([.lastSeen(username: username, at: now)])
+        if unsavedLastSeen.isEmpty {
+            queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { self.saveLastSeen() }
+        }
+        unsavedLastSeen[username] = now
         announcePresence(username, online: false, at: now)
         usersOnline.record(presence.onlineUserCount)
         state.ownerWentOffline(username, at: now)
         armTimer()
+    }
+
+    private func saveLastSeen() {
+        guard !unsavedLastSeen.isEmpty else { return }
+        let changes = unsavedLastSeen.map { StoreChange.lastSeen(username: $0.key, at: $0.value) }
+        unsavedLastSeen.removeAll()
+        do {
+            try persist(changes)
+        } catch {
+            logger.warning("could not store last-seen times", metadata: ["error": "\(error)"])
+        }
     }
 
     private func announcePresence(_ username: String, online: Bool, at time: Int64) {

@@ -47,12 +47,15 @@ final class SafetyHarness {
     var safety: SafetySettings
     private(set) var relay: Relay
     private var tokens: [String: String] = [:]
+    private let wrapStore: (SQLiteStore) -> any RelayStore
 
+    /// `wrapStore` puts something between the relay and its database, such as a `CountingStore`.
     init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
-         clock: ManualClock = ManualClock()) throws {
+         clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
         self.safety = safety
+        self.wrapStore = wrapStore
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
         var changes: [StoreChange] = []
         for user in users {
@@ -63,7 +66,7 @@ final class SafetyHarness {
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
         try store.apply(changes)
-        relay = try Relay(store: store, safety: safety, clock: clock.function)
+        relay = try Relay(store: wrapStore(store), safety: safety, clock: clock.function)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -72,7 +75,7 @@ final class SafetyHarness {
     func restart() async throws {
         await relay.drain()
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
-        relay = try Relay(store: store, safety: safety, clock: clock.function)
+        relay = try Relay(store: wrapStore(store), safety: safety, clock: clock.function)
         await relay.drain()
     }
 
@@ -115,4 +118,25 @@ final class SafetyHarness {
 
 extension RelayReply {
     func field(_ key: String) -> JSONValue? { fields.last(where: { $0.0 == key })?.1 }
+}
+
+/// A store that counts the transactions the relay commits.
+final class CountingStore: RelayStore {
+    private let store: SQLiteStore
+    private let applied = Mutex(0)
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    var commits: Int { applied.withLock { $0 } }
+
+    func load() throws -> StoredState { try store.load() }
+
+    func apply(_ changes: [StoreChange]) throws {
+        try store.apply(changes)
+        applied.withLock { $0 += 1 }
+    }
+
+    func passwordHash(of username: String) throws -> String? { try store.passwordHash(of: username) }
+
+    func username(forTokenHash hash: String) throws -> String? { try store.username(forTokenHash: hash) }
 }
