@@ -116,19 +116,8 @@ final class PositionsEndToEndTests: EndToEndTestCase {
         let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
         try await bob.client.ok("session.accept", ["sessionId": .string(id)])
         try await alice.client.event("session.accepted")
-        // Within the rate limit (100/s with bursts of 200).
-        for index in 0..<50 {
-            try await alice.client.send(#"{"type":"pos","lat":1,"lon":2,"ts":\#(1_000 + index)}"#)
-        }
-        try await alice.client.ok("ping")
-        // The newest always arrives; older ones may be dropped for a slow observer, but never reordered.
-        var last: Double = 0
-        while last < 1_049 {
-            let pos = try await bob.client.event("pos")
-            let ts = try XCTUnwrap(pos["ts"]?.numberValue)
-            XCTAssertGreaterThan(ts, last, "positions out of order")
-            last = ts
-        }
+        try await sendWalk(from: alice)
+        try await expectWalkInOrder(at: bob)
         let extra = try await bob.client.eventsAfterRoundTrip("pos")
         XCTAssertEqual(extra, [])
     }
@@ -151,18 +140,30 @@ final class PositionsEndToEndTests: EndToEndTestCase {
             try await observer.client.ok("session.accept", ["sessionId": .string(id)])
             try await alice.client.event("session.accepted")
         }
-        for index in 0..<50 {
-            try await alice.client.send(#"{"type":"pos","lat":1,"lon":2,"ts":\#(1_000 + index)}"#)
+        try await sendWalk(from: alice)
+        for observer in observers { try await expectWalkInOrder(at: observer) }
+    }
+
+    private static let walkLength = 50
+
+    /// Positions stamped `ts` 1000, 1001, ... as fast as the walker can send them (within the rate
+    /// limit of 100/s with bursts of 200), then a ping so that all of them have reached the relay.
+    private func sendWalk(from walker: TestUser) async throws {
+        for index in 0..<Self.walkLength {
+            try await walker.client.send(#"{"type":"pos","lat":1,"lon":2,"ts":\#(1_000 + index)}"#)
         }
-        try await alice.client.ok("ping")
-        for observer in observers {
-            var last: Double = 0
-            while last < 1_049 {
-                let pos = try await observer.client.event("pos")
-                let ts = try XCTUnwrap(pos["ts"]?.numberValue)
-                XCTAssertGreaterThan(ts, last, "positions out of order for \(observer.username)")
-                last = ts
-            }
+        try await walker.client.ok("ping")
+    }
+
+    /// The newest position of `sendWalk` always arrives; older ones may be dropped for a slow observer,
+    /// but never reordered.
+    private func expectWalkInOrder(at observer: TestUser, file: StaticString = #filePath, line: UInt = #line) async throws {
+        var last: Double = 0
+        while last < Double(1_000 + Self.walkLength - 1) {
+            let pos = try await observer.client.event("pos")
+            let ts = try XCTUnwrap(pos["ts"]?.numberValue, file: file, line: line)
+            XCTAssertGreaterThan(ts, last, "positions out of order for \(observer.username)", file: file, line: line)
+            last = ts
         }
     }
 }
