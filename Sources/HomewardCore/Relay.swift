@@ -320,7 +320,7 @@ public final class Relay: @unchecked Sendable {
             // already reaches the new observer.
             applyAudience(outcome)
             done(.success(RelayReply(outcome.reply, auth: authChange)))
-            publish(outcome)
+            deliverEvents(outcome)
         } catch {
             done(.failure(error))
         }
@@ -328,9 +328,8 @@ public final class Relay: @unchecked Sendable {
 
     // MARK: Delivery
 
-    /// Sends an outcome's events and applies its audience changes.
-    private func publish(_ outcome: Outcome) {
-        applyAudience(outcome)
+    /// Sends an outcome's events; its audience changes must already be applied.
+    private func deliverEvents(_ outcome: Outcome) {
         for event in outcome.events { deliver(EncodedMessage(event.message), to: event.to) }
         alarmsPending.record(state.alarms.count)
         armTimer()
@@ -348,7 +347,8 @@ public final class Relay: @unchecked Sendable {
         guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
         do {
             try persist(outcome.changes)
-            publish(outcome)
+            applyAudience(outcome)
+            deliverEvents(outcome)
         } catch {
             logger.error("could not store scheduled work", metadata: ["error": "\(error)"])
         }

@@ -54,6 +54,17 @@ final class ConnectionLoop: @unchecked Sendable {
         connections.removeValue(forKey: ObjectIdentifier(connection))
     }
 
+    var connectionCount: Int {
+        eventLoop.assertInEventLoop()
+        return connections.count
+    }
+
+    /// Sends every connection on this loop a close frame with `code`; each leaves once it is closed.
+    func closeAll(_ code: CloseCode, reason: String) {
+        eventLoop.assertInEventLoop()
+        for connection in connections.values { connection.closeNow(code, reason: reason) }
+    }
+
     /// Flushes `connection` in the next pass.
     func flushLater(_ connection: WebSocketConnection) {
         eventLoop.assertInEventLoop()

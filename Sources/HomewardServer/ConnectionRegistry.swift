@@ -1,28 +1,40 @@
 import HomewardProtocol
 import NIOCore
-import Synchronization
 
-/// Every open WebSocket connection, so that shutdown can say goodbye to each.
-final class ConnectionRegistry: Sendable {
-    private let connections = Mutex<[ObjectIdentifier: WebSocketConnection]>([:])
+/// Every open WebSocket connection, each held by the `ConnectionLoop` of the event loop that
+/// serves it, so that shutdown can say goodbye to each.
+struct ConnectionRegistry: Sendable {
+    /// One per event loop of the relay's group, by the loop's identity.
+    private let loops: [ObjectIdentifier: ConnectionLoop]
 
-    func add(_ connection: WebSocketConnection) {
-        connections.withLock { $0[ObjectIdentifier(connection)] = connection }
+    init(loops: [ConnectionLoop]) {
+        self.loops = Dictionary(uniqueKeysWithValues: loops.map { (ObjectIdentifier($0.eventLoop), $0) })
     }
 
-    func remove(_ connection: WebSocketConnection) {
-        connections.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
+    /// The `ConnectionLoop` of `eventLoop`, which must belong to the relay's group.
+    func loop(for eventLoop: any EventLoop) -> ConnectionLoop {
+        guard let loop = loops[ObjectIdentifier(eventLoop)] else {
+            preconditionFailure("a connection on an event loop outside the relay's group")
+        }
+        return loop
     }
-
-    var count: Int { connections.withLock { $0.count } }
 
     /// Closes every connection with `code` and waits until they are gone (or `timeout` passes).
     func closeAll(_ code: CloseCode, reason: String, timeout: TimeAmount) async {
-        let all = connections.withLock { Array($0.values) }
-        for connection in all { connection.close(code, reason: reason) }
+        for loop in loops.values {
+            loop.eventLoop.execute { loop.closeAll(code, reason: reason) }
+        }
         let deadline = NIODeadline.now() + timeout
-        while count > 0, NIODeadline.now() < deadline {
+        while await count() > 0, NIODeadline.now() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    private func count() async -> Int {
+        var total = 0
+        for loop in loops.values {
+            total += (try? await loop.eventLoop.submit { loop.connectionCount }.get()) ?? 0
+        }
+        return total
     }
 }

@@ -48,21 +48,17 @@ public struct RelayServer: Sendable {
         let relay = try Relay(store: store, hasher: PasswordHasher(iterations: config.passwordIterations),
                               limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
         let metrics = RelayMetrics(factory: factory)
-        let connections = ConnectionRegistry()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
         // costs every idle connection about 0.7 KiB (task object, timer-heap entry, closure, promise).
         // Each connection is still pinged every ping interval and closed once idle for the idle timeout
         // (checked at the same granularity as before); only the phase of the first ping changes.
         let pingInterval = TimeAmount.nanoseconds(Int64(config.limits.pingInterval * 1e9))
-        var loops: [ObjectIdentifier: ConnectionLoop] = [:]
-        for eventLoop in group.makeIterator() {
-            let loop = ConnectionLoop(eventLoop: eventLoop)
-            loop.start(pingInterval: pingInterval)
-            loops[ObjectIdentifier(eventLoop)] = loop
-        }
+        let loops = group.makeIterator().map { ConnectionLoop(eventLoop: $0) }
+        for loop in loops { loop.start(pingInterval: pingInterval) }
+        let connections = ConnectionRegistry(loops: loops)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
-                                       loops: loops, sslContext: sslContext, logger: logger,
+                                       sslContext: sslContext, logger: logger,
                                        exposition: { prometheus.emitToBuffer() })
 
         let channel: any Channel
@@ -159,8 +155,6 @@ struct PipelineFactory: Sendable {
     let limits: ConnectionLimits
     let metrics: RelayMetrics
     let connections: ConnectionRegistry
-    /// One per event loop of the group, by the loop's identity.
-    let loops: [ObjectIdentifier: ConnectionLoop]
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
@@ -190,11 +184,8 @@ struct PipelineFactory: Sendable {
                 },
                 upgradePipelineHandler: { [self] channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        guard let loop = loops[ObjectIdentifier(channel.eventLoop)] else {
-                            preconditionFailure("a connection on an event loop outside the relay's group")
-                        }
                         let connection = WebSocketConnection(
-                            relay: relay, limits: limits, metrics: metrics, registry: connections, loop: loop,
+                            relay: relay, limits: limits, metrics: metrics, loop: connections.loop(for: channel.eventLoop),
                             logger: logger, peer: channel.remoteAddress?.ipAddress ?? "unknown")
                         try channel.pipeline.syncOperations.addHandlers([
                             FrameValidator(),

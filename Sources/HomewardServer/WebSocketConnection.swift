@@ -16,7 +16,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private let relay: Relay
     private let limits: ConnectionLimits
     private let metrics: RelayMetrics
-    private let registry: ConnectionRegistry
     let loop: ConnectionLoop
     private let logger: Logger
     let eventLoop: any EventLoop
@@ -39,12 +38,11 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     /// The WebSocket frame encoder's context: messages are written here already framed (see `write`).
     private var frameEncoder: ChannelHandlerContext?
 
-    init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, registry: ConnectionRegistry,
-         loop: ConnectionLoop, logger: Logger, peer: String) {
+    init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, loop: ConnectionLoop,
+         logger: Logger, peer: String) {
         self.relay = relay
         self.limits = limits
         self.metrics = metrics
-        self.registry = registry
         self.loop = loop
         self.logger = logger
         self.eventLoop = loop.eventLoop
@@ -57,7 +55,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         frameEncoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
-        registry.add(self)
         loop.add(self)
         metrics.connections.increment()
         startAuthTimer()
@@ -78,7 +75,6 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         frameEncoder = nil
         closing = true
         authTimer?.cancel()
-        registry.remove(self)
         loop.remove(self)
         metrics.connections.decrement()
         if let auth { relay.disconnect(auth.username, sink: self) }
