@@ -439,6 +439,9 @@ class Fuzzer:
         self.stats: dict = {}
         self.relay: Relay | None = None
         self.observer: Client | None = None
+        # The background handshake cases check health while the foreground phases do: both would read
+        # the observer's socket at once (websockets refuses concurrent recv), so checks take turns.
+        self.health_lock = asyncio.Lock()
 
     # -------------------------------------------------------------- reporting
 
@@ -499,6 +502,10 @@ class Fuzzer:
     # -------------------------------------------------------------- after every case
 
     async def health(self, name: str, full: bool = False) -> bool:
+        async with self.health_lock:
+            return await self._health(name, full)
+
+    async def _health(self, name: str, full: bool) -> bool:
         problems = []
         if not self.relay.alive():
             problems.append(f"relay exited with {self.relay.proc.returncode}")
