@@ -14,4 +14,19 @@ public struct Outcome: Sendable {
     mutating func send(_ type: String, to username: String, _ fields: [(String, JSONValue)]) {
         events.append((username, Message.event(type, fields)))
     }
+
+    /// The events encoded once per distinct message: rules send the same event to several users in a
+    /// row (an alarm to each recipient), and each such run is encoded once for all of them. Only runs of
+    /// neighbours are merged, so every user still gets their events in the order the rules sent them.
+    func encodedEvents() -> [(message: EncodedMessage, recipients: [String])] {
+        var runs: [(message: EncodedMessage, value: JSONValue, recipients: [String])] = []
+        for event in events {
+            if let last = runs.indices.last, runs[last].value == event.message {
+                runs[last].recipients.append(event.to)
+            } else {
+                runs.append((EncodedMessage(event.message), event.message, [event.to]))
+            }
+        }
+        return runs.map { ($0.message, $0.recipients) }
+    }
 }
