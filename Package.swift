@@ -112,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "homeward-bench",
             dependencies: [
-                "HomewardBench",
+                "HomewardBench", "HomewardProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
