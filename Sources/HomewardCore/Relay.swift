@@ -105,7 +105,7 @@ public actor Relay {
     public nonisolated func publish(_ position: Position, from username: String) -> Int {
         let fanout = presence.fanout(position, from: username, now: clock())
         if !fanout.sinks.isEmpty {
-            let message = EncodedMessage(Message.position(from: username, position), positionFrom: username)
+            let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
         }
         if let session = fanout.arrived { submit(.arrive(session)) }
@@ -254,7 +254,7 @@ public actor Relay {
                 outcome.changes.append(.createToken(hash: auth.tokenHash, username: username, at: now))
                 try await persist(outcome.changes)
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: [("user", state.profile(username).json), ("token", .string(token))], done: done)
+                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
             case .verified(let username, let valid):
                 guard valid else {
                     usernameFailures.recordFailure(username, now: now)
@@ -267,7 +267,7 @@ public actor Relay {
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await persist([.createToken(hash: auth.tokenHash, username: username, at: now)])
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: [("user", state.profile(username).json), ("token", .string(token))], done: done)
+                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
             }
         } catch {
             done(.failure(error))
@@ -282,7 +282,7 @@ public actor Relay {
             guard let username, state.users[username] != nil else { throw .unauthenticated("unknown or revoked token") }
             try checkConnectionLimit(username, previous: previous)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
-                         reply: [("user", state.profile(username).json)], done: done)
+                         reply: SignInReply(user: state.profile(username), token: nil).fields, done: done)
         } catch {
             done(.failure(error))
         }
@@ -344,9 +344,7 @@ public actor Relay {
     }
 
     private func announcePresence(_ username: String, online: Bool, at time: Int64) {
-        let message = EncodedMessage(Message.event("presence", [
-            ("username", .string(username)), ("online", .bool(online)), ("lastSeen", .int(time)),
-        ]))
+        let message = EncodedMessage(Event.presence(username: username, online: online, lastSeen: time).json)
         for friend in state.friends(of: username) { deliver(message, to: friend) }
     }
 

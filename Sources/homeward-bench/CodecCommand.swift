@@ -34,7 +34,7 @@ struct Codec: ParsableCommand {
             sink &+= Int(try! FoundationCodec.position(decoder: data).ts)
         }))
         rows.append(("encode: Homeward JSONWriter (EncodedMessage)", measure { sink in
-            sink &+= EncodedMessage(Message.position(from: "alice", Self.position), positionFrom: "alice").bytes.readableBytes
+            sink &+= EncodedMessage(Event.position(from: "alice", Self.position).json, positionFrom: "alice").bytes.readableBytes
         }))
         rows.append(("encode: JSONSerialization", measure { sink in
             sink &+= try! FoundationCodec.encodeSerialization(from: "alice", Self.position).count
