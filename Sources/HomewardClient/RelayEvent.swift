@@ -16,24 +16,14 @@ public struct RelayEvent: Sendable {
         self.receivedAt = receivedAt
     }
 
+    /// An event of the contract, with its JSON as the relay would send it.
+    public init(_ event: Event, receivedAt: ContinuousClock.Instant = .now) {
+        self.init(kind: .event(event), json: event.json, receivedAt: receivedAt)
+    }
+
     public enum Kind: Sendable, Equatable {
-        case position(PositionReport)
-        case friendRequest(from: User)
-        case friendAdded(User)
-        case friendDeclined(username: String)
-        case friendRemoved(username: String)
-        case presence(PresenceChange)
-        case sessionInvite(FollowMeSession)
-        case sessionAccepted(sessionId: String, by: String)
-        case sessionDeclined(sessionId: String, by: String)
-        case sessionLeft(sessionId: String, by: String)
-        case sessionEnded(sessionId: String, reason: String)
-        case sessionLost(sessionId: String, lastPosition: Position?, since: Int64?)
-        case sessionResumed(sessionId: String)
-        /// `repeat` counts the relay's re-sends of an unacknowledged alarm.
-        case alarm(PanicAlarm, repeat: Int?)
-        case alarmAcked(alarmId: String, by: String)
-        case alarmCancelled(alarmId: String, reason: String)
+        /// An event of the contract, as the wire model decodes it.
+        case event(Event)
         /// The relay rejected a request that was sent without an `id` (usually a `pos`).
         case requestFailed(ProtocolError)
         case connection(ConnectionChange)
@@ -81,29 +71,11 @@ public struct RelayEvent: Sendable {
         self.kind = Self.kind(of: json)
     }
 
-    /// The client's view of an event of the wire model (decoded by `Event`, the relay's own type).
+    /// Decodes with the wire model's `Event`, the relay's own type.
     private static func kind(of json: JSONValue) -> Kind {
         if json.string("type") == "error" { return .requestFailed(ProtocolError.fromReply(json)) }
         guard let event = Event(json: json) else { return .other(type: json.string("type") ?? "") }
-        switch event {
-        case .position(let from, let position): return .position(PositionReport(from: from, position: position))
-        case .friendRequest(let from): return .friendRequest(from: from)
-        case .friendAdded(let user): return .friendAdded(user)
-        case .friendDeclined(let username): return .friendDeclined(username: username)
-        case .friendRemoved(let username): return .friendRemoved(username: username)
-        case .presence(let username, let online, let lastSeen):
-            return .presence(PresenceChange(username: username, online: online, lastSeen: lastSeen))
-        case .sessionInvite(let session): return .sessionInvite(session)
-        case .sessionAccepted(let id, let by): return .sessionAccepted(sessionId: id, by: by)
-        case .sessionDeclined(let id, let by): return .sessionDeclined(sessionId: id, by: by)
-        case .sessionLeft(let id, let by): return .sessionLeft(sessionId: id, by: by)
-        case .sessionEnded(let id, let reason): return .sessionEnded(sessionId: id, reason: reason)
-        case .sessionLost(let id, let lastPosition, let since): return .sessionLost(sessionId: id, lastPosition: lastPosition, since: since)
-        case .sessionResumed(let id): return .sessionResumed(sessionId: id)
-        case .alarm(let alarm, let count): return .alarm(alarm, repeat: count)
-        case .alarmAcked(let id, let by): return .alarmAcked(alarmId: id, by: by)
-        case .alarmCancelled(let id, let reason): return .alarmCancelled(alarmId: id, reason: reason)
-        }
+        return .event(event)
     }
 }
 

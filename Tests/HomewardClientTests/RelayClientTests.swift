@@ -52,13 +52,13 @@ final class RelayClientTests: XCTestCase {
         let outcome = try await walker.requestFriend(watcherName)
         XCTAssertEqual(outcome, .requested)
         let requester = try await watcherEvents.first("friend.request") { event -> User? in
-            if case .friendRequest(let from) = event.kind { return from }
+            if case .event(.friendRequest(let from)) = event.kind { return from }
             return nil
         }
         XCTAssertEqual(requester.username, walkerName)
         try await watcher.acceptFriend(walkerName)
         let added = try await walkerEvents.first("friend.added") { event -> User? in
-            if case .friendAdded(let user) = event.kind { return user }
+            if case .event(.friendAdded(let user)) = event.kind { return user }
             return nil
         }
         XCTAssertEqual(added.username, watcherName)
@@ -67,7 +67,7 @@ final class RelayClientTests: XCTestCase {
         XCTAssertEqual(session.owner.username, walkerName)
         XCTAssertEqual(session.note, "home")
         let invite = try await watcherEvents.first("session.invite") { event -> FollowMeSession? in
-            if case .sessionInvite(let session) = event.kind { return session }
+            if case .event(.sessionInvite(let session)) = event.kind { return session }
             return nil
         }
         XCTAssertEqual(invite.id, session.id)
@@ -84,9 +84,9 @@ final class RelayClientTests: XCTestCase {
         let received = try await within(15, "\(count) positions") {
             var steps: [Double] = []
             for await event in watcherEvents {
-                if case .position(let report) = event.kind {
-                    XCTAssertEqual(report.from, walkerName)
-                    steps.append(report.position.alt ?? -1)
+                if case .event(.position(let from, let position)) = event.kind {
+                    XCTAssertEqual(from, walkerName)
+                    steps.append(position.alt ?? -1)
                     if steps.count == count { break }
                 }
             }
@@ -105,21 +105,21 @@ final class RelayClientTests: XCTestCase {
         let alarm = try await walker.raiseAlarm(AlarmRequest(text: "help"))
         XCTAssertEqual(alarm.recipients, [AlarmRecipient(username: watcherName, online: true)])
         let received2 = try await watcherEvents.first("alarm") { event -> PanicAlarm? in
-            if case .alarm(let alarm, _) = event.kind { return alarm }
+            if case .event(.alarm(let alarm, _)) = event.kind { return alarm }
             return nil
         }
         XCTAssertEqual(received2.id, alarm.alarm.id)
         XCTAssertEqual(received2.text, "help")
         try await watcher.acknowledgeAlarm(alarm.alarm.id)
         let ackedBy = try await walkerEvents.first("alarm.acked") { event -> String? in
-            if case .alarmAcked(_, let by) = event.kind { return by }
+            if case .event(.alarmAcked(_, let by)) = event.kind { return by }
             return nil
         }
         XCTAssertEqual(ackedBy, watcherName)
         try await walker.cancelAlarm(alarm.alarm.id, reason: "safe")
         try await walker.endSession(session.id)
         let ended = try await watcherEvents.first("session.ended") { event -> String? in
-            if case .sessionEnded(let id, let reason) = event.kind, id == session.id { return reason }
+            if case .event(.sessionEnded(let id, let reason)) = event.kind, id == session.id { return reason }
             return nil
         }
         XCTAssertEqual(ended, "ended")
@@ -160,8 +160,8 @@ final class RelayClientTests: XCTestCase {
 
         // The session survived the restart, so positions flow again.
         await walker.send(Position(lat: 1, lon: 2, alt: 42, ts: 1_763_830_000_000))
-        let report = try await watcherEvents.first("position after restart") { event -> PositionReport? in
-            if case .position(let report) = event.kind { return report }
+        let report = try await watcherEvents.first("position after restart") { event -> (from: String, position: Position)? in
+            if case .event(.position(let from, let position)) = event.kind { return (from, position) }
             return nil
         }
         XCTAssertEqual(report.position.alt, 42)
@@ -202,8 +202,8 @@ final class RelayClientTests: XCTestCase {
         XCTAssertEqual(second, .deferred)
         try await relay.resume()
 
-        let report = try await watcherEvents.first("deferred position", within: 20) { event -> PositionReport? in
-            if case .position(let report) = event.kind { return report }
+        let report = try await watcherEvents.first("deferred position", within: 20) { event -> (from: String, position: Position)? in
+            if case .event(.position(let from, let position)) = event.kind { return (from, position) }
             return nil
         }
         XCTAssertEqual(report.position.alt, 2)

@@ -42,22 +42,22 @@ struct FollowCommand: RelayCommand {
         context.console.emit("following \(accepted.owner.username) (\(SessionText.summary(accepted)))",
                              json: ["type": "following", "session": SessionText.json(accepted), "position": lastPosition?.json ?? .null])
         if let lastPosition {
-            printer.print(RelayEvent(kind: .position(PositionReport(from: accepted.owner.username, position: lastPosition)),
-                                     json: Event.position(from: accepted.owner.username, lastPosition).json))
+            printer.print(RelayEvent(.position(from: accepted.owner.username, lastPosition)))
         }
         if context.isInteractive { return }
 
         var positions = 0
         while let event = await events.next() {
             switch event.kind {
-            case .position:
+            case .event(.position):
                 printer.print(event)
                 positions += 1
                 if let count, positions >= count { return }
-            case .sessionEnded(let id, _) where id == accepted.id:
+            case .event(.sessionEnded(let id, _)) where id == accepted.id:
                 printer.print(event)
                 return
-            case .alarm, .alarmAcked, .alarmCancelled, .sessionLost, .sessionResumed, .requestFailed:
+            case .event(.alarm), .event(.alarmAcked), .event(.alarmCancelled), .event(.sessionLost), .event(.sessionResumed),
+                 .requestFailed:
                 printer.print(event)
             case .connection(let change):
                 printer.printConnection(event)
@@ -102,7 +102,7 @@ struct FollowCommand: RelayCommand {
         let whom = session.map { "session \($0)" } ?? owner.map { "an invitation from \($0)" } ?? "an invitation"
         context.console.note("waiting for \(whom)...")
         while let event = await events.next() {
-            if case .sessionInvite(let invited) = event.kind, matches(invited) { return invited }
+            if case .event(.sessionInvite(let invited)) = event.kind, matches(invited) { return invited }
         }
         throw CLIError(code: "connection", message: "the connection closed while waiting for \(whom)", exitCode: CLIError.Status.connection)
     }

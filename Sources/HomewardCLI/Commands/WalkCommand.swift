@@ -73,7 +73,8 @@ struct WalkCommand: RelayCommand {
             for await event in events {
                 switch event.kind {
                 case .connection: printer.printConnection(event)
-                case .requestFailed, .sessionAccepted, .sessionLeft, .alarmAcked, .sessionEnded: printer.print(event)
+                case .requestFailed, .event(.sessionAccepted), .event(.sessionLeft), .event(.alarmAcked), .event(.sessionEnded):
+                    printer.print(event)
                 default: break
                 }
             }

@@ -31,8 +31,22 @@ final class EventPrinter {
         let time = HumanFormat.now()
         func line(_ label: String, _ text: String) -> String { "\(time)  \(HumanFormat.label(label))\(text)" }
         switch event.kind {
-        case .position(let report):
-            return line("pos", positionText(report))
+        case .event(let relayed):
+            return describe(relayed, line: line)
+        case .requestFailed(let error):
+            return line("error", "\(error.code.rawValue): \(error.message)")
+        case .connection(let change):
+            return line("relay", describe(change))
+        case .other(let type):
+            return line(type.isEmpty ? "?" : type, JSONWriter.string(event.json.withoutEnvelope))
+        }
+    }
+
+    /// The human line for an event of the contract.
+    private func describe(_ event: Event, line: (String, String) -> String) -> String {
+        switch event {
+        case .position(let from, let position):
+            return line("pos", positionText(from: from, position))
         case .friendRequest(let from):
             return line("friend", "\(display(from)) asks to be your friend (homeward friends accept \(from.username))")
         case .friendAdded(let user):
@@ -41,8 +55,8 @@ final class EventPrinter {
             return line("friend", "\(username) declined your friend request")
         case .friendRemoved(let username):
             return line("friend", "\(username) removed you as a friend")
-        case .presence(let change):
-            return line("presence", "\(change.username) is \(change.online ? "online" : "offline")")
+        case .presence(let username, let online, _):
+            return line("presence", "\(username) is \(online ? "online" : "offline")")
         case .sessionInvite(let session):
             let note = session.note.map { " \"\($0)\"" } ?? ""
             return line("invite", "\(display(session.owner)) asks you to follow their walk\(note) (homeward follow \(session.owner.username))")
@@ -75,26 +89,19 @@ final class EventPrinter {
             return line("alarm", "\(by) acknowledged alarm \(id)")
         case .alarmCancelled(let id, let reason):
             return line("alarm", "alarm \(id) cancelled (\(reason))")
-        case .requestFailed(let error):
-            return line("error", "\(error.code.rawValue): \(error.message)")
-        case .connection(let change):
-            return line("relay", describe(change))
-        case .other(let type):
-            return line(type.isEmpty ? "?" : type, JSONWriter.string(event.json.withoutEnvelope))
         }
     }
 
-    func positionText(_ report: PositionReport) -> String {
-        let position = report.position
-        var text = "\(HumanFormat.label(report.from, width: 12))\(HumanFormat.coordinate(position.lat, position.lon))"
+    func positionText(from sender: String, _ position: Position) -> String {
+        var text = "\(HumanFormat.label(sender, width: 12))\(HumanFormat.coordinate(position.lat, position.lon))"
         let details = HumanFormat.details(position)
         if !details.isEmpty { text += "  " + details }
-        if let last = previous[report.from] {
+        if let last = previous[sender] {
             let moved = Geodesy.distance(Coordinate(lat: last.lat, lon: last.lon), Coordinate(lat: position.lat, lon: position.lon))
             text += "  moved " + HumanFormat.metres(moved)
         }
         text += "  (fix \(HumanFormat.time(position.ts)))"
-        previous[report.from] = position
+        previous[sender] = position
         return text
     }
 

@@ -183,9 +183,9 @@ final class SimulationRunner: Sendable {
     private func listen(asWatcher index: Int, _ events: AsyncStream<RelayEvent>) async {
         for await event in events {
             switch event.kind {
-            case .position(let report):
-                ledger.recordDelivery(watcher: index, seq: report.position.alt.map { Int($0) } ?? -1, at: event.receivedAt)
-            case .alarm(let alarm, _):
+            case .event(.position(_, let position)):
+                ledger.recordDelivery(watcher: index, seq: position.alt.map { Int($0) } ?? -1, at: event.receivedAt)
+            case .event(.alarm(let alarm, _)):
                 ledger.recordAlarmDelivery(watcher: index, alarmId: alarm.id, at: event.receivedAt)
             default:
                 count(event)
