@@ -33,7 +33,10 @@ struct Codec: ParsableCommand {
         rows.append(("parse: JSONDecoder (Codable) + the same checks", measure { sink in
             sink &+= Int(try! FoundationCodec.position(decoder: data).ts)
         }))
-        rows.append(("encode: Homeward JSONWriter (EncodedMessage)", measure { sink in
+        rows.append(("encode: Homeward JSONWriter", measure { sink in
+            sink &+= JSONWriter.encode(Event.position(from: "alice", Self.position).json).readableBytes
+        }))
+        rows.append(("encode: Homeward, framed for WebSocket (EncodedMessage, what the relay does)", measure { sink in
             sink &+= EncodedMessage(Event.position(from: "alice", Self.position).json, positionFrom: "alice").bytes.readableBytes
         }))
         rows.append(("encode: JSONSerialization", measure { sink in
