@@ -8,6 +8,8 @@ final class RelayMetrics: Sendable {
     let factory: any MetricsFactory
     let connections: Meter
     let fanoutLatency: Timer
+    /// Connections closed right after accept because their address holds too many unauthenticated ones.
+    let refusedConnections: Counter
     private let messagesIn = Mutex<[String: Counter]>([:])
     private let messagesOut = Mutex<[String: Counter]>([:])
     private let errors = Mutex<[String: Counter]>([:])
@@ -16,6 +18,7 @@ final class RelayMetrics: Sendable {
         self.factory = factory
         connections = Meter(label: "homeward_connections", factory: factory)
         fanoutLatency = Timer(label: "homeward_fanout_latency_seconds", factory: factory)
+        refusedConnections = Counter(label: "homeward_connections_refused_total", factory: factory)
     }
 
     /// Unknown request types are counted under one label so a client cannot grow the label set.
