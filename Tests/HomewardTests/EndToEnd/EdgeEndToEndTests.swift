@@ -14,7 +14,11 @@ final class EdgeEndToEndTests: EndToEndTestCase {
     }
 
     func testPingFloodIsClosedWithPolicyViolationBeforeSigningIn() async throws {
-        let relay = try await startRelay { $0.limits.controlFramesPerSecond = 5 }
+        // The sign-in timeout also closes with 1008: make it longer than the wait for the close.
+        let relay = try await startRelay {
+            $0.limits.controlFramesPerSecond = 5
+            $0.limits.authenticationTimeout = 60
+        }
         let bob = try await relay.user("bob")
         let flooder = try await relay.connect(label: "flooder")
         // 5/s with bursts of 10: the 11th frame of a tight loop is over the limit.
