@@ -95,12 +95,9 @@ struct RelayOptions: ParsableArguments {
         config.limits.pingInterval = try env.value(pingInterval, "ping-interval") ?? config.limits.pingInterval
         config.limits.idleTimeout = try env.value(idleTimeout, "idle-timeout") ?? config.limits.idleTimeout
         config.limits.maxOutboundBacklog = try env.value(maxBacklog, "max-backlog") ?? config.limits.maxOutboundBacklog
-        config.limits.maxOutboundBacklogBytes =
-            try env.value(maxBacklogBytes, "max-backlog-bytes") ?? config.limits.maxOutboundBacklogBytes
-        config.limits.controlFramesPerSecond =
-            try env.value(controlFrameRate, "control-frame-rate") ?? config.limits.controlFramesPerSecond
-        config.limits.maxUnauthenticatedPerAddress =
-            try env.value(maxUnauthenticatedPerAddress, "max-unauthenticated-per-address") ?? config.limits.maxUnauthenticatedPerAddress
+        try env.override(&config.limits.maxOutboundBacklogBytes, maxBacklogBytes, "max-backlog-bytes")
+        try env.override(&config.limits.controlFramesPerSecond, controlFrameRate, "control-frame-rate")
+        try env.override(&config.limits.maxUnauthenticatedPerAddress, maxUnauthenticatedPerAddress, "max-unauthenticated-per-address")
         config.relayLimits.maxConnectionsPerUser =
             try env.value(maxConnectionsPerUser, "max-connections-per-user") ?? config.relayLimits.maxConnectionsPerUser
         config.relayLimits.loginFailuresPerUsername =
@@ -159,6 +156,11 @@ struct EnvironmentReader {
         guard let raw = values[name], !raw.isEmpty else { return nil }
         guard let parsed = T(raw) else { throw ValidationError("\(name)='\(raw)' is not a valid value for --\(option)") }
         return parsed
+    }
+
+    /// Replaces `setting` (its default) with the flag or variable for `option`, when one is given.
+    func override<T: LosslessStringConvertible>(_ setting: inout T, _ flag: T?, _ option: String) throws {
+        if let given = try value(flag, option) { setting = given }
     }
 }
 
