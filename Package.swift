@@ -101,6 +101,7 @@ let package = Package(
         .target(
             name: "HomewardBench",
             dependencies: [
+                "HomewardProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -112,7 +113,7 @@ let package = Package(
         .executableTarget(
             name: "homeward-bench",
             dependencies: [
-                "HomewardBench",
+                "HomewardBench", "HomewardProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,14 +1,15 @@
 import Foundation
+import HomewardProtocol
 import NIOCore
 import NIOSSL
 import Synchronization
 
-/// One Homeward connection: JSON requests with ids for setup, and fast prefix checks for the
-/// positions and alarms that arrive during a measurement.
+/// One Homeward connection: requests of the wire model with ids for setup, and fast prefix checks
+/// for the positions and alarms that arrive during a measurement.
 final class HomewardLink: ByteReceiver, @unchecked Sendable {
     // Confined to the socket's event loop.
     private let ids = Atomic<Int>(0)
-    private var pending: [Int: CheckedContinuation<[String: Any], any Error>] = [:]
+    private var pending: [Int64: CheckedContinuation<JSONValue, any Error>] = [:]
     var onPosition: (@Sendable (ByteBuffer) -> Void)?
     var onAlarm: (@Sendable () -> Void)?
     private(set) var socket: BenchSocket!
@@ -33,12 +34,12 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
             onAlarm?()
             return
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any],
-              let re = object["re"] as? Int, let waiter = pending.removeValue(forKey: re) else { return }
-        if object["type"] as? String == "ok" {
-            waiter.resume(returning: object)
+        guard let reply = try? JSONParser.parse(buffer.readableBytesView), case .int(let re)? = reply["re"],
+              let waiter = pending.removeValue(forKey: re) else { return }
+        if reply.string("type") == "ok" {
+            waiter.resume(returning: reply)
         } else {
-            waiter.resume(throwing: BenchError.failed("homeward: \(object["code"] ?? "?"): \(object["message"] ?? "")"))
+            waiter.resume(throwing: BenchError.failed("homeward: \(reply.string("code") ?? "?"): \(reply.string("message") ?? "")"))
         }
     }
 
@@ -56,23 +57,26 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
         }
     }
 
-    /// Sends `{"type": type, "id": n, ...fields}` and waits for the `ok` reply.
+    /// Sends `request` with a new id and waits for the `ok` reply.
     @discardableResult
-    func request(_ type: String, _ fields: [String: Any] = [:]) async throws -> [String: Any] {
+    func request(_ request: Request) async throws -> JSONValue {
         let loop = socket.eventLoop
-        let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
-        var object = fields
-        object["type"] = type
-        object["id"] = id
-        guard let data = try? JSONSerialization.data(withJSONObject: object) else {
-            throw BenchError.failed("cannot encode \(type)")
-        }
+        let id = Int64(ids.wrappingAdd(1, ordering: .relaxed).newValue)
+        let bytes = JSONWriter.encode(request.json(id: .int(id)))
         return try await withCheckedThrowingContinuation { continuation in
             loop.execute {
                 self.pending[id] = continuation
-                self.socket.send(self.socket.channel.allocator.buffer(bytes: data))
+                self.socket.send(bytes)
             }
         }
+    }
+
+    /// Sends `request` and decodes its `ok` reply as `Body`.
+    func request<Body: ReplyBody>(_ request: Request, as body: Body.Type) async throws -> Body {
+        guard let reply = Body(json: try await self.request(request)) else {
+            throw BenchError.failed("homeward: \(request.type) reply without its members")
+        }
+        return reply
     }
 }
 
@@ -157,15 +161,15 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     func registered(source: Int = 0) async throws -> (link: HomewardLink, username: String, token: String) {
         let link = try await HomewardLink.connect(env, port: port, source: env.source(source))
         let username = nextName()
-        let reply = try await link.request("register", ["username": username, "password": Self.password])
-        guard let token = reply["token"] as? String else { throw BenchError.failed("homeward: register gave no token") }
+        let reply = try await link.request(.register(username: username, password: Self.password, name: nil), as: SignInReply.self)
+        guard let token = reply.token else { throw BenchError.failed("homeward: register gave no token") }
         return (link, username, token)
     }
 
     /// Makes `a` and `b` friends.
     func befriend(_ a: (link: HomewardLink, username: String), _ b: (link: HomewardLink, username: String)) async throws {
-        try await a.link.request("friend.request", ["username": b.username])
-        try await b.link.request("friend.accept", ["username": a.username])
+        try await a.link.request(.friendRequest(username: b.username))
+        try await b.link.request(.friendAccept(username: a.username))
     }
 
     public func makeFanout(walkers: Int, observers: Int, sink: DeliverySink) async throws -> FanoutRig {
@@ -178,13 +182,11 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
             let walker = users[w * (observers + 1)]
             let followers = (1...max(1, observers)).prefix(observers).map { users[w * (observers + 1) + $0] }
             for follower in followers { try await self.befriend(walker, follower) }
-            let reply = try await walker.link.request("session.start", ["invite": followers.map(\.username)])
-            guard let session = reply["session"] as? [String: Any], let id = session["sessionId"] as? String else {
-                throw BenchError.failed("homeward: session.start gave no sessionId")
-            }
+            let id = try await walker.link.request(.sessionStart(SessionOptions(invite: followers.map(\.username))),
+                                                   as: SessionReply.self).session.id
             for follower in followers {
                 follower.link.onPosition = { sink.delivered($0) }
-                try await follower.link.request("session.accept", ["sessionId": id])
+                try await follower.link.request(.sessionAccept(sessionId: id))
             }
         }
         let publishers: [any Publisher] = (0..<walkers).map { HomewardWalker(link: users[$0 * (observers + 1)].link, index: $0) }
@@ -201,7 +203,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     public func openIdle(source: String?) async throws -> BenchSocket {
         guard let token = idleToken else { throw BenchError.failed("prepareConnections first") }
         let link = try await HomewardLink.connect(env, port: port, source: source)
-        try await link.request("hello", ["token": token])
+        try await link.request(.hello(token: token))
         return link.socket
     }
 
@@ -230,11 +232,10 @@ struct HomewardAlarm: AlarmRig {
 
     func raise() async throws -> UInt64? {
         counter.arm(expected: recipients)
-        let reply = try await owner.request("alarm.raise", ["text": "benchmark alarm", "lat": 57.7089, "lon": 11.9746, "acc": 8])
+        let raise = Request.AlarmRaise(text: "benchmark alarm", lat: 57.7089, lon: 11.9746, acc: 8)
+        let reply = try await owner.request(.alarmRaise(raise), as: AlarmRaiseReply.self)
         let latency = await counter.wait(timeout: 10)
-        if let alarm = reply["alarm"] as? [String: Any], let id = alarm["alarmId"] as? String {
-            try await owner.request("alarm.cancel", ["alarmId": id])
-        }
+        try await owner.request(.alarmCancel(alarmId: reply.alarm.id, reason: nil))
         return latency
     }
 

@@ -1,147 +1,127 @@
 import HomewardProtocol
 
-/// The contract's requests as typed calls.
+/// The contract's requests as typed calls: each sends a `Request` of the wire model and decodes its
+/// reply with the wire model's `ReplyBody`, the same types the relay encodes them with.
 extension RelayClient {
     // MARK: Accounts
 
     public func register(username: String, password: String, name: String? = nil) async throws(RelayClientError) -> SignIn {
-        var fields: [(String, JSONValue)] = [("username", .string(username)), ("password", .string(password))]
-        if let name { fields.append(("name", .string(name))) }
-        return try Self.signIn(from: await request("register", fields))
+        try Self.signIn(await request(.register(username: username, password: password, name: name), as: SignInReply.self))
     }
 
     public func login(username: String, password: String) async throws(RelayClientError) -> SignIn {
-        try Self.signIn(from: await request("login", [("username", .string(username)), ("password", .string(password))]))
+        try Self.signIn(await request(.login(username: username, password: password), as: SignInReply.self))
     }
 
     /// Signs in with a token from an earlier `register` or `login`.
     @discardableResult
     public func hello(token: String) async throws(RelayClientError) -> User {
-        let reply = try await request("hello", [("token", .string(token))])
-        guard let user = User(json: reply.object("user")) else { throw .unexpectedReply("hello reply without a user") }
+        let reply = try await request(.hello(token: token), as: SignInReply.self)
         useToken(token)
-        return user
+        return reply.user
     }
 
     /// Revokes the token; the connection stays open, signed out.
     public func logout() async throws(RelayClientError) {
-        try await request("logout")
+        try await request(.logout)
     }
 
     /// A round trip. Requests on a connection are served in order, so when this returns every
     /// position sent before it has been handled by the relay.
     public func ping() async throws(RelayClientError) {
-        try await request("ping")
+        try await request(.ping)
     }
 
-    private static func signIn(from reply: JSONValue) throws(RelayClientError) -> SignIn {
-        guard let user = User(json: reply.object("user")), let token = reply.string("token") else {
-            throw .unexpectedReply("sign-in reply without user and token")
-        }
-        return SignIn(user: user, token: token)
+    private static func signIn(_ reply: SignInReply) throws(RelayClientError) -> SignIn {
+        guard let token = reply.token else { throw .unexpectedReply("sign-in reply without a token") }
+        return SignIn(user: reply.user, token: token)
     }
 
     // MARK: Friends
 
     public func requestFriend(_ username: String) async throws(RelayClientError) -> FriendRequestOutcome {
-        let reply = try await request("friend.request", [("username", .string(username))])
-        return reply.string("status") == "friends" ? .friends : .requested
+        let reply = try await request(.friendRequest(username: username), as: FriendshipReply.self)
+        return reply.status == .friends ? .friends : .requested
     }
 
     @discardableResult
     public func acceptFriend(_ username: String) async throws(RelayClientError) -> User {
-        let reply = try await request("friend.accept", [("username", .string(username))])
-        return User(json: reply.object("user")) ?? User(username: username, name: username)
+        let reply = try await request(.friendAccept(username: username), as: FriendshipReply.self)
+        return reply.user ?? User(username: username, name: username)
     }
 
     public func declineFriend(_ username: String) async throws(RelayClientError) {
-        try await request("friend.decline", [("username", .string(username))])
+        try await request(.friendDecline(username: username))
     }
 
     /// Ends a friendship, or withdraws our pending request.
     public func removeFriend(_ username: String) async throws(RelayClientError) {
-        try await request("friend.remove", [("username", .string(username))])
+        try await request(.friendRemove(username: username))
     }
 
     public func friendList() async throws(RelayClientError) -> FriendList {
-        FriendList(json: try await request("friend.list"))
+        try await request(.friendList, as: FriendListReply.self)
     }
 
     /// Users whose name starts with `prefix` (at most 20).
     public func searchUsers(_ prefix: String) async throws(RelayClientError) -> [User] {
-        try await request("user.search", [("query", .string(prefix))]).array("users").compactMap { User(json: $0) }
+        try await request(.userSearch(query: prefix), as: UserSearchReply.self).users
     }
 
     // MARK: Sessions
 
     /// Starts our follow-me session; `options.invite` nil invites all friends.
     public func startSession(_ options: SessionOptions = SessionOptions()) async throws(RelayClientError) -> FollowMeSession {
-        try Self.session(from: await request("session.start", options.requestFields))
+        try await request(.sessionStart(options), as: SessionReply.self).session
     }
 
     public func inviteToSession(_ sessionId: String, invite: [String]) async throws(RelayClientError) -> FollowMeSession {
-        try Self.session(from: await request("session.invite", [("sessionId", .string(sessionId)), ("invite", .strings(invite))]))
+        try await request(.sessionInvite(sessionId: sessionId, invite: invite), as: SessionReply.self).session
     }
 
     /// Accepts an invitation; returns the session and the owner's last position, if any.
     public func acceptSession(_ sessionId: String) async throws(RelayClientError) -> (session: FollowMeSession, lastPosition: Position?) {
-        let reply = try await request("session.accept", [("sessionId", .string(sessionId))])
-        return (try Self.session(from: reply), reply.object("position").flatMap { Position(relayed: $0) })
+        let reply = try await request(.sessionAccept(sessionId: sessionId), as: SessionAcceptReply.self)
+        return (reply.session, reply.position)
     }
 
     public func declineSession(_ sessionId: String) async throws(RelayClientError) {
-        try await request("session.decline", [("sessionId", .string(sessionId))])
+        try await request(.sessionDecline(sessionId: sessionId))
     }
 
     public func leaveSession(_ sessionId: String) async throws(RelayClientError) {
-        try await request("session.leave", [("sessionId", .string(sessionId))])
+        try await request(.sessionLeave(sessionId: sessionId))
     }
 
     public func endSession(_ sessionId: String) async throws(RelayClientError) {
-        try await request("session.end", [("sessionId", .string(sessionId))])
+        try await request(.sessionEnd(sessionId: sessionId))
     }
 
     public func sessionList() async throws(RelayClientError) -> SessionList {
-        SessionList(json: try await request("session.list"))
+        try await request(.sessionList, as: SessionListReply.self)
     }
 
     /// Checks in on our session (safety extension), optionally moving the deadline to `nextBy` (Unix ms).
     public func checkIn(_ sessionId: String, nextBy deadline: Int64? = nil) async throws(RelayClientError) {
-        var fields: [(String, JSONValue)] = [("sessionId", .string(sessionId))]
-        if let deadline { fields.append(("checkInBy", .int(deadline))) }
-        try await request("session.checkin", fields)
-    }
-
-    private static func session(from reply: JSONValue) throws(RelayClientError) -> FollowMeSession {
-        guard let session = FollowMeSession(json: reply.object("session")) else { throw .unexpectedReply("reply without a session") }
-        return session
+        try await request(.sessionCheckin(sessionId: sessionId, checkInBy: deadline))
     }
 
     // MARK: Alarms
 
     public func raiseAlarm(_ alarm: AlarmRequest = AlarmRequest()) async throws(RelayClientError) -> RaisedAlarm {
-        let reply = try await request("alarm.raise", alarm.fields)
-        guard let raised = PanicAlarm(json: reply.object("alarm")) else { throw .unexpectedReply("alarm.raise reply without an alarm") }
-        let recipients = reply.array("recipients").compactMap { json -> AlarmRecipient? in
-            guard let name = json.string("username") else { return nil }
-            return AlarmRecipient(username: name, online: json.bool("online") ?? false)
-        }
-        return RaisedAlarm(alarm: raised, recipients: recipients)
+        try await request(.alarmRaise(alarm), as: AlarmRaiseReply.self)
     }
 
     public func acknowledgeAlarm(_ alarmId: String) async throws(RelayClientError) {
-        try await request("alarm.ack", [("alarmId", .string(alarmId))])
+        try await request(.alarmAck(alarmId: alarmId))
     }
 
     public func cancelAlarm(_ alarmId: String, reason: String? = nil) async throws(RelayClientError) {
-        var fields: [(String, JSONValue)] = [("alarmId", .string(alarmId))]
-        if let reason { fields.append(("reason", .string(reason))) }
-        try await request("alarm.cancel", fields)
+        try await request(.alarmCancel(alarmId: alarmId, reason: reason))
     }
 
     /// Reads the alarm contacts, or replaces them when `usernames` is given.
     public func alarmContacts(set usernames: [String]? = nil) async throws(RelayClientError) -> [String] {
-        let fields: [(String, JSONValue)] = usernames.map { [("usernames", .strings($0))] } ?? []
-        return try await request("alarm.contacts", fields).strings("usernames")
+        try await request(.alarmContacts(usernames: usernames), as: AlarmContactsReply.self).usernames
     }
 }

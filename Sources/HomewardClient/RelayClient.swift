@@ -275,6 +275,19 @@ public actor RelayClient {
         try await send(type, fields, waitForReady: true)
     }
 
+    /// Sends a request of the wire model and returns the `ok` reply as JSON.
+    @discardableResult
+    public func request(_ request: Request) async throws(RelayClientError) -> JSONValue {
+        try await send(request.type, request.fields, waitForReady: true)
+    }
+
+    /// Sends a request and decodes its `ok` reply as `Body`.
+    func request<Body: ReplyBody>(_ request: Request, as body: Body.Type) async throws(RelayClientError) -> Body {
+        let reply = try await self.request(request)
+        guard let decoded = Body(json: reply) else { throw .unexpectedReply("\(request.type) reply without its members") }
+        return decoded
+    }
+
     private func send(_ type: String, _ fields: [(String, JSONValue)], waitForReady: Bool) async throws(RelayClientError) -> JSONValue {
         if waitForReady { try await waitUntilReady() }
         guard let socket else { throw phase == .closed ? .closed : .notConnected }
@@ -311,11 +324,13 @@ public actor RelayClient {
     private func track(_ type: String, reply: JSONValue) throws(RelayClientError) {
         switch type {
         case "register", "login":
-            guard let token = reply.string("token") else { throw .unexpectedReply("\(type) reply without a token") }
+            guard let signIn = SignInReply(json: reply), let token = signIn.token else {
+                throw .unexpectedReply("\(type) reply without a user and a token")
+            }
             self.token = token
-            user = User(json: reply.object("user"))
+            user = signIn.user
         case "hello":
-            user = User(json: reply.object("user"))
+            user = SignInReply(json: reply)?.user
         case "logout":
             token = nil
             user = nil
@@ -346,12 +361,10 @@ public actor RelayClient {
 
     /// Sends a position and waits for the relay's `ok`.
     public func sendAcknowledged(_ position: Position) async throws(RelayClientError) {
-        try await request("pos", position.jsonMembers())
+        try await request(.position(position))
     }
 
     static func positionMessage(_ position: Position, id: Int64?) -> JSONValue {
-        var members: [(String, JSONValue)] = [("type", "pos")]
-        if let id { members.append(("id", .int(id))) }
-        return .object(members + position.jsonMembers())
+        Request.position(position).json(id: id.map(RequestID.int))
     }
 }

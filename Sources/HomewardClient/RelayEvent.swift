@@ -81,58 +81,29 @@ public struct RelayEvent: Sendable {
         self.kind = Self.kind(of: json)
     }
 
+    /// The client's view of an event of the wire model (decoded by `Event`, the relay's own type).
     private static func kind(of json: JSONValue) -> Kind {
-        let type = json.string("type") ?? ""
-        let sessionId = json.string("sessionId")
-        let by = json.string("by")
-        switch type {
-        case "pos":
-            if let from = json.string("from"), let position = Position(relayed: json) {
-                return .position(PositionReport(from: from, position: position))
-            }
-        case "friend.request":
-            if let user = User(json: json.object("from")) { return .friendRequest(from: user) }
-        case "friend.added":
-            if let user = User(json: json.object("user")) { return .friendAdded(user) }
-        case "friend.declined":
-            if let name = json.string("username") { return .friendDeclined(username: name) }
-        case "friend.removed":
-            if let name = json.string("username") { return .friendRemoved(username: name) }
-        case "presence":
-            if let name = json.string("username") {
-                return .presence(PresenceChange(username: name, online: json.bool("online") ?? false, lastSeen: json.int64("lastSeen")))
-            }
-        case "session.invite":
-            if let session = FollowMeSession(json: json.object("session")) { return .sessionInvite(session) }
-        case "session.accepted":
-            if let sessionId, let by { return .sessionAccepted(sessionId: sessionId, by: by) }
-        case "session.declined":
-            if let sessionId, let by { return .sessionDeclined(sessionId: sessionId, by: by) }
-        case "session.left":
-            if let sessionId, let by { return .sessionLeft(sessionId: sessionId, by: by) }
-        case "session.ended":
-            if let sessionId { return .sessionEnded(sessionId: sessionId, reason: json.string("reason") ?? "ended") }
-        case "session.lost":
-            if let sessionId {
-                let last = json.object("lastPosition").flatMap { Position(relayed: $0) }
-                return .sessionLost(sessionId: sessionId, lastPosition: last, since: json.int64("since"))
-            }
-        case "session.resumed":
-            if let sessionId { return .sessionResumed(sessionId: sessionId) }
-        case "alarm":
-            if let alarm = PanicAlarm(json: json.object("alarm")) {
-                return .alarm(alarm, repeat: json.int64("repeat").map { Int($0) })
-            }
-        case "alarm.acked":
-            if let id = json.string("alarmId"), let by { return .alarmAcked(alarmId: id, by: by) }
-        case "alarm.cancelled":
-            if let id = json.string("alarmId") { return .alarmCancelled(alarmId: id, reason: json.string("reason") ?? "cancelled") }
-        case "error":
-            return .requestFailed(ProtocolError.fromReply(json))
-        default:
-            break
+        if json.string("type") == "error" { return .requestFailed(ProtocolError.fromReply(json)) }
+        guard let event = Event(json: json) else { return .other(type: json.string("type") ?? "") }
+        switch event {
+        case .position(let from, let position): return .position(PositionReport(from: from, position: position))
+        case .friendRequest(let from): return .friendRequest(from: from)
+        case .friendAdded(let user): return .friendAdded(user)
+        case .friendDeclined(let username): return .friendDeclined(username: username)
+        case .friendRemoved(let username): return .friendRemoved(username: username)
+        case .presence(let username, let online, let lastSeen):
+            return .presence(PresenceChange(username: username, online: online, lastSeen: lastSeen))
+        case .sessionInvite(let session): return .sessionInvite(session)
+        case .sessionAccepted(let id, let by): return .sessionAccepted(sessionId: id, by: by)
+        case .sessionDeclined(let id, let by): return .sessionDeclined(sessionId: id, by: by)
+        case .sessionLeft(let id, let by): return .sessionLeft(sessionId: id, by: by)
+        case .sessionEnded(let id, let reason): return .sessionEnded(sessionId: id, reason: reason)
+        case .sessionLost(let id, let lastPosition, let since): return .sessionLost(sessionId: id, lastPosition: lastPosition, since: since)
+        case .sessionResumed(let id): return .sessionResumed(sessionId: id)
+        case .alarm(let alarm, let count): return .alarm(alarm, repeat: count)
+        case .alarmAcked(let id, let by): return .alarmAcked(alarmId: id, by: by)
+        case .alarmCancelled(let id, let reason): return .alarmCancelled(alarmId: id, reason: reason)
         }
-        return .other(type: type)
     }
 }
 

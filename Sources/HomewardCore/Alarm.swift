@@ -45,16 +45,8 @@ public struct Alarm: Sendable, Equatable {
     /// Restores acknowledgements read back from storage.
     public mutating func restore(acked: [String]) { self.acked = acked }
 
-    public func json(owner profile: UserProfile) -> JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("alarmId", .string(id)),
-            ("from", profile.json),
-            ("text", .string(text)),
-            ("position", position?.json ?? .null),
-            ("createdAt", .int(createdAt)),
-            ("acked", .strings(acked)),
-        ]
-        if auto { members.append(("auto", true)) }
-        return .object(members)
+    /// The alarm as its recipients see it.
+    public func info(owner profile: UserProfile) -> AlarmInfo {
+        AlarmInfo(id: id, from: profile, text: text, position: position, createdAt: createdAt, acked: acked, isAutomatic: auto)
     }
 }

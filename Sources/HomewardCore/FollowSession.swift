@@ -42,18 +42,9 @@ public struct FollowSession: Sendable, Equatable {
         invitees.removeAll { $0 == username }
     }
 
-    public func json(owner profile: UserProfile) -> JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("sessionId", .string(id)),
-            ("owner", profile.json),
-            ("note", .optional(note)),
-            ("startedAt", .int(startedAt)),
-            ("observers", .strings(observers)),
-            ("invited", .strings(invitees)),
-        ]
-        if let checkInBy { members.append(("checkInBy", .int(checkInBy))) }
-        if let destination { members.append(("destination", destination.json)) }
-        if let expiresAt { members.append(("expiresAt", .int(expiresAt))) }
-        return .object(members)
+    /// The session as clients see it.
+    public func info(owner profile: UserProfile) -> SessionInfo {
+        SessionInfo(id: id, owner: profile, note: note, startedAt: startedAt, observers: observers, invited: invitees,
+                    checkInBy: checkInBy, destination: destination, expiresAt: expiresAt)
     }
 }

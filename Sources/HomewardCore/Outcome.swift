@@ -3,6 +3,7 @@ import HomewardProtocol
 /// What an operation on `RelayState` decided: the reply's fields, the events for other users,
 /// the durable changes, and whose position audience changed.
 public struct Outcome: Sendable {
+    /// The `ok` reply's members: a `ReplyBody`'s `fields`, or none.
     public var reply: [(String, JSONValue)] = []
     public var events: [(to: String, message: JSONValue)] = []
     public var changes: [StoreChange] = []
@@ -11,7 +12,28 @@ public struct Outcome: Sendable {
 
     public init() {}
 
-    mutating func send(_ type: String, to username: String, _ fields: [(String, JSONValue)]) {
-        events.append((username, Message.event(type, fields)))
+    mutating func send(_ event: Event, to username: String) {
+        events.append((username, event.json))
+    }
+
+    /// Sends the same event to several users: encoded once (see `encodedEvents`).
+    mutating func send(_ event: Event, to usernames: some Sequence<String>) {
+        let json = event.json
+        for username in usernames { events.append((username, json)) }
+    }
+
+    /// The events encoded once per distinct message: rules send the same event to several users in a
+    /// row (an alarm to each recipient), and each such run is encoded once for all of them. Only runs of
+    /// neighbours are merged, so every user still gets their events in the order the rules sent them.
+    func encodedEvents() -> [(message: EncodedMessage, recipients: [String])] {
+        var runs: [(message: EncodedMessage, value: JSONValue, recipients: [String])] = []
+        for event in events {
+            if let last = runs.indices.last, runs[last].value == event.message {
+                runs[last].recipients.append(event.to)
+            } else {
+                runs.append((EncodedMessage(event.message), event.message, [event.to]))
+            }
+        }
+        return runs.map { ($0.message, $0.recipients) }
     }
 }

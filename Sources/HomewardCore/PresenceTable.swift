@@ -3,8 +3,16 @@ import Synchronization
 
 /// Who is online, when they were last seen, where they last were, and who receives whose positions.
 ///
-/// Guarded by a mutex rather than owned by the relay's queue because the position fan-out reads
-/// it from every network thread and must not wait behind storage writes.
+/// Read by the position fan-out on every network thread, so it is not owned by the relay's queue
+/// (a position must not wait behind a storage write). It is split into shards by username, each
+/// behind its own mutex, and each user's entry carries the connections of everyone who receives
+/// their positions (`audienceSinks`). A position therefore takes exactly one lock, its sender's
+/// shard's, and walkers on different event loops rarely meet on the same one.
+///
+/// Writers: `attach`, `detach`, `setAudience`, `setDestination` and `seedLastSeen` keep
+/// `audienceSinks` in step across shards, one shard at a time, and must not run concurrently with
+/// each other. The relay calls them only from its actor, which serialises them; the fan-out only
+/// reads `audienceSinks` and writes the sender's last position and time.
 public final class PresenceTable: PresenceView, Sendable {
     struct Entry {
         var sinks: [ObjectIdentifier: any ClientSink] = [:]
@@ -12,6 +20,10 @@ public final class PresenceTable: PresenceView, Sendable {
         var lastPosition: Position?
         /// Users who receive this user's positions.
         var audience: Set<String> = []
+        /// The connections of `audience`, what a position of this user is sent to.
+        var audienceSinks: [any ClientSink] = []
+        /// Users whose audience includes this user: their `audienceSinks` change with this user's connections.
+        var receivesFrom: Set<String> = []
         /// The destination of the user's active session, tested against each of their positions.
         var destination: (sessionId: String, destination: Destination)?
     }
@@ -23,59 +35,106 @@ public final class PresenceTable: PresenceView, Sendable {
         public var arrived: String?
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
-    /// Users with at least one connection, kept by `attach` and `detach` (under the `entries` lock)
-    /// so that reading it, on every sign-in and sign-out, does not walk every entry.
+    final class Shard: Sendable {
+        let entries = Mutex<[String: Entry]>([:])
+    }
+
+    private let shards: [Shard]
+    /// Users with at least one connection, kept by `attach` and `detach` so that reading it, on every
+    /// sign-in and sign-out, does not walk every entry.
     private let online = Atomic<Int>(0)
 
-    public init() {}
+    public init(shardCount: Int = 16) {
+        shards = (0..<max(1, shardCount)).map { _ in Shard() }
+    }
+
+    private func shard(of username: String) -> Shard {
+        shards[Int(UInt(bitPattern: username.hashValue) % UInt(shards.count))]
+    }
+
+    private func withEntry<T>(_ username: String, _ body: (inout Entry) -> T) -> T {
+        shard(of: username).entries.withLock { body(&$0[username, default: Entry()]) }
+    }
+
+    private func read<T>(_ username: String, _ body: (Entry?) -> T) -> T {
+        shard(of: username).entries.withLock { body($0[username]) }
+    }
+
+    // MARK: Writers (one at a time: the relay's actor)
 
     /// Adds a connection; returns true when it is the user's first.
     public func attach(_ username: String, _ sink: any ClientSink, now: Int64) -> Bool {
-        entries.withLock { entries in
-            let first = entries[username]?.sinks.isEmpty ?? true
-            entries[username, default: Entry()].sinks[ObjectIdentifier(sink)] = sink
-            entries[username]!.lastSeen = now
-            if first { online.add(1, ordering: .relaxed) }
-            return first
+        let (first, senders) = withEntry(username) { entry in
+            let first = entry.sinks.isEmpty
+            entry.sinks[ObjectIdentifier(sink)] = sink
+            entry.lastSeen = now
+            return (first, entry.receivesFrom)
         }
+        if first { online.add(1, ordering: .relaxed) }
+        for sender in senders { refreshAudienceSinks(of: sender) }
+        return first
     }
 
     /// Removes a connection; returns true when it was the user's last.
     public func detach(_ username: String, _ sink: any ClientSink, now: Int64) -> Bool {
-        entries.withLock { entries in
-            guard entries[username]?.sinks.removeValue(forKey: ObjectIdentifier(sink)) != nil else { return false }
-            entries[username]!.lastSeen = now
-            let last = entries[username]!.sinks.isEmpty
-            if last { online.subtract(1, ordering: .relaxed) }
-            return last
+        let (removed, last, senders) = withEntry(username) { entry in
+            guard entry.sinks.removeValue(forKey: ObjectIdentifier(sink)) != nil else { return (false, false, Set<String>()) }
+            entry.lastSeen = now
+            return (true, entry.sinks.isEmpty, entry.receivesFrom)
         }
-    }
-
-    public func sinks(of username: String) -> [any ClientSink] {
-        entries.withLock { Array(($0[username]?.sinks ?? [:]).values) }
-    }
-
-    public func connectionCount(of username: String) -> Int {
-        entries.withLock { $0[username]?.sinks.count ?? 0 }
-    }
-
-    public var onlineUserCount: Int {
-        online.load(ordering: .relaxed)
+        guard removed else { return false }
+        if last { online.subtract(1, ordering: .relaxed) }
+        for sender in senders { refreshAudienceSinks(of: sender) }
+        return last
     }
 
     public func setAudience(of username: String, to audience: Set<String>) {
-        entries.withLock { $0[username, default: Entry()].audience = audience }
+        let previous = withEntry(username) { entry in
+            let previous = entry.audience
+            entry.audience = audience
+            return previous
+        }
+        guard previous != audience else { return }
+        for member in previous.subtracting(audience) { withEntry(member) { _ = $0.receivesFrom.remove(username) } }
+        for member in audience.subtracting(previous) { withEntry(member) { _ = $0.receivesFrom.insert(username) } }
+        refreshAudienceSinks(of: username)
     }
 
     public func setDestination(of username: String, to destination: (sessionId: String, destination: Destination)?) {
-        entries.withLock { $0[username, default: Entry()].destination = destination }
+        withEntry(username) { $0.destination = destination }
     }
 
     public func seedLastSeen(_ lastSeen: [String: Int64]) {
-        entries.withLock { entries in
-            for (username, time) in lastSeen { entries[username, default: Entry()].lastSeen = time }
+        for (username, time) in lastSeen { withEntry(username) { $0.lastSeen = time } }
+    }
+
+    /// Recomputes who `sender`'s positions go to, one member's shard at a time.
+    private func refreshAudienceSinks(of sender: String) {
+        let audience = read(sender) { $0?.audience ?? [] }
+        var sinks: [any ClientSink] = []
+        for member in audience { read(member) { sinks.append(contentsOf: $0?.sinks.values ?? [:].values) } }
+        withEntry(sender) { $0.audienceSinks = sinks }
+    }
+
+    // MARK: The fan-out
+
+    /// Stores `position` as the sender's last; says who must receive it and whether it ends a walk.
+    /// One lock: the sender's shard.
+    public func fanout(_ position: Position, from username: String, now: Int64) -> Fanout {
+        shard(of: username).entries.withLock { entries in
+            guard entries[username] != nil else { return Fanout() }
+            return Self.store(position, now: now, in: &entries[username]!)
         }
+    }
+
+    private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
+        entry.lastPosition = position
+        entry.lastSeen = now
+        var fanout = Fanout(sinks: entry.audienceSinks)
+        if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
+            fanout.arrived = target.sessionId
+        }
+        return fanout
     }
 
     /// Stores `position` as the sender's last and returns every connection that must receive it.
@@ -83,33 +142,29 @@ public final class PresenceTable: PresenceView, Sendable {
         fanout(position, from: username, now: now).sinks
     }
 
-    /// Stores `position` as the sender's last; says who must receive it and whether it ends a walk.
-    public func fanout(_ position: Position, from username: String, now: Int64) -> Fanout {
-        entries.withLock { entries in
-            guard var entry = entries[username] else { return Fanout() }
-            entry.lastPosition = position
-            entry.lastSeen = now
-            entries[username] = entry
-            var fanout = Fanout()
-            for member in entry.audience {
-                if let memberSinks = entries[member]?.sinks { fanout.sinks.append(contentsOf: memberSinks.values) }
-            }
-            if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
-                fanout.arrived = target.sessionId
-            }
-            return fanout
-        }
+    // MARK: Readers
+
+    public func sinks(of username: String) -> [any ClientSink] {
+        read(username) { Array($0?.sinks.values ?? [:].values) }
+    }
+
+    public func connectionCount(of username: String) -> Int {
+        read(username) { $0?.sinks.count ?? 0 }
+    }
+
+    public var onlineUserCount: Int {
+        online.load(ordering: .relaxed)
     }
 
     public func isOnline(_ username: String) -> Bool {
-        entries.withLock { !($0[username]?.sinks.isEmpty ?? true) }
+        read(username) { !($0?.sinks.isEmpty ?? true) }
     }
 
     public func lastSeen(_ username: String) -> Int64? {
-        entries.withLock { $0[username]?.lastSeen }
+        read(username) { $0?.lastSeen }
     }
 
     public func lastPosition(_ username: String) -> Position? {
-        entries.withLock { $0[username]?.lastPosition }
+        read(username) { $0?.lastPosition }
     }
 }

@@ -2,38 +2,45 @@ import Dispatch
 import HomewardProtocol
 import Logging
 import Metrics
+import Synchronization
 
-/// The relay's engine: serialises every operation that reads or changes durable state on one
-/// queue, persists each outcome before anyone hears of it, then delivers replies and events.
+/// The relay's engine: every operation that reads or changes durable state runs here, one at a
+/// time, and its outcome is persisted before anyone hears of it; then replies and events go out.
 ///
-/// Positions do not pass through here: `publish(_:from:)` is called from network threads and
+/// An actor on a `QueueExecutor`: its isolation is the relay's one serial Dispatch queue, which the
+/// compiler checks. Operations arrive through `mailbox`, from any thread, and `processMailbox`
+/// runs each one to its end (including its storage write) before it starts the next. That keeps
+/// the order operations were submitted in, and no operation ever sees another's half-done state
+/// while it waits for storage, which plain actor reentrancy would allow.
+///
+/// Positions do not pass through here: `publish(_:from:)` runs on the sender's event loop and
 /// touches only the presence table.
-public final class Relay: @unchecked Sendable {
+public actor Relay {
     public typealias Completion = @Sendable (Result<RelayReply, RelayError>) -> Void
 
-    public let presence = PresenceTable()
-    public let limits: RelayLimits
+    public nonisolated let presence = PresenceTable()
+    public nonisolated let limits: RelayLimits
+    private nonisolated let executor: QueueExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
     private let store: any RelayStore
     private let hasher: PasswordHasher
-    private let clock: @Sendable () -> Int64
+    private let hashing: PasswordHashingPool
+    private nonisolated let clock: @Sendable () -> Int64
     private let logger: Logger
 
-    /// Everything below is touched only on `queue`.
-    private let queue = DispatchQueue(label: "homeward.relay")
+    private nonisolated let mailbox = Mutex(Mailbox())
     private var state: RelayState
     private var usernameFailures: LoginThrottle
     private var addressFailures: LoginThrottle
 
-    private var timer: DispatchSourceTimer?
+    private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
     /// Last-seen times not stored yet. They only tell friends when someone was last online, so they are
     /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
     /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
     private var unsavedLastSeen: [String: Int64] = [:]
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
-
-    private let hashing: DispatchQueue
-    private let hashSlots: DispatchSemaphore
 
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
@@ -43,33 +50,31 @@ public final class Relay: @unchecked Sendable {
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(),
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
-                metrics: any MetricsFactory = MetricsSystem.factory) throws {
+                metrics: any MetricsFactory = MetricsSystem.factory) async throws {
+        executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         self.store = store
         self.hasher = hasher
+        self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
         self.clock = clock
         self.logger = logger
-        let stored = try store.load()
-        self.state = RelayState(stored)
+        let stored = try await store.load()
+        var state = RelayState(stored)
         state.safety = safety
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
+        self.state = state
         self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
-        self.hashing = DispatchQueue(label: "homeward.passwords", attributes: .concurrent)
-        self.hashSlots = DispatchSemaphore(value: max(1, limits.concurrentPasswordHashes))
         presence.seedLastSeen(stored.lastSeen)
-        for owner in Set(state.sessions.values.map(\.owner)).union(state.alarms.values.map(\.owner)) {
-            presence.setAudience(of: owner, to: state.audience(of: owner))
-            presence.setDestination(of: owner, to: state.destination(of: owner))
-        }
+        syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
         // Deadlines that passed while the relay was down fire now.
-        queue.async { self.fireDueWork() }
+        submit(.fireDue(then: nil))
     }
 
     @Sendable public static func systemMillis() -> Int64 {
@@ -78,139 +83,206 @@ public final class Relay: @unchecked Sendable {
         return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 
-    // MARK: Requests
+    /// The safety timings in force (they survive storage failures; see `persist`).
+    public var safety: SafetySettings { state.safety }
+
+    // MARK: Entry points, callable from any thread
 
     /// Serves one request. `done` is called with the reply before any event the request causes is sent,
     /// so a connection always sees its reply first.
-    public func serve(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink, done: @escaping Completion) {
-        switch request {
-        case .register(let username, let password, let name):
-            register(username: username, password: password, name: name, previous: auth, sink: sink, done: done)
-        case .login(let username, let password):
-            login(username: username, password: password, peer: peer, previous: auth, sink: sink, done: done)
-        case .hello(let token):
-            queue.async { self.hello(token: token, previous: auth, sink: sink, done: done) }
-        default:
-            guard let auth else {
-                done(.failure(.unauthenticated("sign in first: register, login or hello")))
-                return
-            }
-            queue.async { self.serveSignedIn(request, auth: auth, sink: sink, done: done) }
+    public nonisolated func serve(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
+                                  done: @escaping Completion) {
+        if auth == nil, !request.isAuthentication {
+            done(.failure(.unauthenticated("sign in first: register, login or hello")))
+            return
         }
+        submit(.serve(request, auth: auth, peer: peer, sink: sink, done: done))
     }
 
     /// Relays a position to its audience; returns how many connections it was sent to.
+    /// Runs on the caller's thread (an event loop): one lock, the sender's presence shard.
     @discardableResult
-    public func publish(_ position: Position, from username: String) -> Int {
+    public nonisolated func publish(_ position: Position, from username: String) -> Int {
         let fanout = presence.fanout(position, from: username, now: clock())
         if !fanout.sinks.isEmpty {
-            let message = EncodedMessage(Message.position(from: username, position), positionFrom: username)
+            let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
         }
-        if let session = fanout.arrived {
-            queue.async { self.complete(self.state.arrive(session, now: self.clock())) }
-        }
+        if let session = fanout.arrived { submit(.arrive(session)) }
         return fanout.sinks.count
+    }
+
+    /// Forgets a closed connection.
+    public nonisolated func disconnect(_ username: String, sink: any ClientSink) {
+        submit(.disconnect(username, sink))
     }
 
     /// Does whatever the safety extensions have due by the clock's current time.
     /// Tests with a manual clock call this after moving the clock.
-    public func runDueWork() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async {
-                self.fireDueWork()
-                continuation.resume()
-            }
+    public nonisolated func runDueWork() async {
+        await withCheckedContinuation { submit(.fireDue(then: $0)) }
+    }
+
+    /// Waits until every operation submitted so far has finished, and stores pending last-seen times.
+    public nonisolated func drain() async {
+        await withCheckedContinuation { submit(.drain($0)) }
+    }
+
+    // MARK: Mailbox
+
+    /// One operation waiting its turn.
+    enum Command: Sendable {
+        case serve(Request, auth: Authentication?, peer: String, sink: any ClientSink, done: Completion)
+        /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
+        case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
+        case disconnect(String, any ClientSink)
+        case arrive(String)
+        case fireDue(then: CheckedContinuation<Void, Never>?)
+        case saveLastSeen
+        case drain(CheckedContinuation<Void, Never>)
+    }
+
+    enum PasswordCheck: Sendable {
+        case registered(username: String, name: String?, hash: String)
+        case verified(username: String, valid: Bool)
+    }
+
+    struct Mailbox {
+        var commands = FIFO<Command>()
+        /// Whether a task is working through `commands`; at most one is.
+        var running = false
+    }
+
+    private nonisolated func submit(_ command: Command) {
+        let start = mailbox.withLock { mailbox in
+            mailbox.commands.append(command)
+            guard !mailbox.running else { return false }
+            mailbox.running = true
+            return true
+        }
+        if start { Task { await self.processMailbox() } }
+    }
+
+    private func processMailbox() async {
+        while let command = mailbox.withLock({ mailbox -> Command? in
+            if let next = mailbox.commands.popFirst() { return next }
+            mailbox.running = false
+            return nil
+        }) {
+            await handle(command)
         }
     }
 
-    /// Forgets a closed connection.
-    public func disconnect(_ username: String, sink: any ClientSink) {
-        queue.async { self.detach(username, sink) }
+    private func handle(_ command: Command) async {
+        switch command {
+        case .serve(let request, let auth, let peer, let sink, let done):
+            await serveInTurn(request, auth: auth, peer: peer, sink: sink, done: done)
+        case .passwordChecked(let check, let peer, let previous, let sink, let done):
+            await finish(check, peer: peer, previous: previous, sink: sink, done: done)
+        case .disconnect(let username, let sink):
+            detach(username, sink)
+        case .arrive(let session):
+            await complete(state.arrive(session, now: clock()))
+        case .fireDue(let continuation):
+            // Whatever the timer pointed at is being done now; `armTimer` points it anew.
+            timerDeadline = nil
+            await fireDueWork()
+            continuation?.resume()
+        case .saveLastSeen:
+            await saveLastSeen()
+        case .drain(let continuation):
+            await saveLastSeen()
+            continuation.resume()
+        }
     }
 
-    /// Waits until every operation submitted so far has finished and been persisted.
-    public func drain() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async {
-                self.saveLastSeen()
-                continuation.resume()
+    private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
+                             done: @escaping Completion) async {
+        switch request {
+        case .register(let username, let password, let name):
+            // Checked here as well as after hashing so that a taken name costs no hashing.
+            guard state.users[username] == nil else { return done(.failure(.conflict("username \(username) is taken"))) }
+            checkPassword(peer: peer, previous: auth, sink: sink, done: done) { hasher in
+                .registered(username: username, name: name, hash: hasher.hash(password))
             }
+        case .login(let username, let password):
+            let now = clock()
+            guard !usernameFailures.isBlocked(username, now: now), !addressFailures.isBlocked(peer, now: now) else {
+                return done(.failure(.rateLimited("too many failed logins; try again later")))
+            }
+            let stored: String?
+            do { stored = try await store.passwordHash(of: username) } catch {
+                return done(.failure(.storage("\(error)")))
+            }
+            checkPassword(peer: peer, previous: auth, sink: sink, done: done) { hasher in
+                guard let stored else {
+                    hasher.burn(password)
+                    return .verified(username: username, valid: false)
+                }
+                return .verified(username: username, valid: hasher.verify(password, against: stored))
+            }
+        case .hello(let token):
+            await hello(token: token, previous: auth, sink: sink, done: done)
+        default:
+            guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
+            await serveSignedIn(request, auth: auth, sink: sink, done: done)
         }
     }
 
     // MARK: Authentication
 
-    private func register(username: String, password: String, name: String?, previous: Authentication?,
-                          sink: any ClientSink, done: @escaping Completion) {
-        queue.async {
-            // Checked here as well as after hashing so that a taken name costs no hashing.
-            guard self.state.users[username] == nil else { return done(.failure(.conflict("username \(username) is taken"))) }
-            self.hashPassword { hasher in hasher.hash(password) } then: { hash in
-                let now = self.clock()
-                do throws(RelayError) {
-                    var outcome = try self.state.register(username: username, name: name, passwordHash: hash, now: now)
-                    let token = Token.mint()
-                    let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                    outcome.changes.append(.createToken(hash: auth.tokenHash, username: username, at: now))
-                    try self.persist(outcome.changes)
-                    outcome.reply = [("user", self.state.profile(username).json), ("token", .string(token))]
-                    self.signIn(auth, previous: previous, sink: sink, reply: outcome.reply, done: done)
-                } catch {
-                    done(.failure(error))
-                }
-            }
+    /// Hashes or verifies a password on the hashing pool, then continues in turn with `finish`.
+    private func checkPassword(peer: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion,
+                               _ work: @escaping @Sendable (PasswordHasher) -> PasswordCheck) {
+        let hasher = self.hasher
+        let hashing = self.hashing
+        Task {
+            let check = await hashing.run { work(hasher) }
+            self.submit(.passwordChecked(check, peer: peer, previous: previous, sink: sink, done: done))
         }
     }
 
-    private func login(username: String, password: String, peer: String, previous: Authentication?,
-                       sink: any ClientSink, done: @escaping Completion) {
-        queue.async {
-            let now = self.clock()
-            guard !self.usernameFailures.isBlocked(username, now: now), !self.addressFailures.isBlocked(peer, now: now) else {
-                return done(.failure(.rateLimited("too many failed logins; try again later")))
-            }
-            let stored: String?
-            do { stored = try self.store.passwordHash(of: username) } catch {
-                return done(.failure(.storage("\(error)")))
-            }
-            self.hashPassword { hasher -> Bool in
-                guard let stored else {
-                    hasher.burn(password)
-                    return false
-                }
-                return hasher.verify(password, against: stored)
-            } then: { valid in
-                let now = self.clock()
+    private func finish(_ check: PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink,
+                        done: @escaping Completion) async {
+        let now = clock()
+        do throws(RelayError) {
+            switch check {
+            case .registered(let username, let name, let hash):
+                var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
+                let token = Token.mint()
+                let auth = Authentication(username: username, tokenHash: Token.hash(token))
+                outcome.changes.append(.createToken(hash: auth.tokenHash, username: username, at: now))
+                try await persist(outcome.changes)
+                await signIn(auth, previous: previous, sink: sink,
+                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
+            case .verified(let username, let valid):
                 guard valid else {
-                    self.usernameFailures.recordFailure(username, now: now)
-                    self.addressFailures.recordFailure(peer, now: now)
-                    return done(.failure(.unauthenticated("wrong username or password")))
+                    usernameFailures.recordFailure(username, now: now)
+                    addressFailures.recordFailure(peer, now: now)
+                    throw .unauthenticated("wrong username or password")
                 }
-                self.usernameFailures.reset(username)
-                do throws(RelayError) {
-                    try self.checkConnectionLimit(username, previous: previous)
-                    let token = Token.mint()
-                    let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                    try self.persist([.createToken(hash: auth.tokenHash, username: username, at: now)])
-                    let reply: [(String, JSONValue)] = [("user", self.state.profile(username).json), ("token", .string(token))]
-                    self.signIn(auth, previous: previous, sink: sink, reply: reply, done: done)
-                } catch {
-                    done(.failure(error))
-                }
+                usernameFailures.reset(username)
+                try checkConnectionLimit(username, previous: previous)
+                let token = Token.mint()
+                let auth = Authentication(username: username, tokenHash: Token.hash(token))
+                try await persist([.createToken(hash: auth.tokenHash, username: username, at: now)])
+                await signIn(auth, previous: previous, sink: sink,
+                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
             }
+        } catch {
+            done(.failure(error))
         }
     }
 
-    private func hello(token: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion) {
+    private func hello(token: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion) async {
         let hash = Token.hash(token)
         do throws(RelayError) {
             let username: String?
-            do { username = try store.username(forTokenHash: hash) } catch { throw .storage("\(error)") }
+            do { username = try await store.username(forTokenHash: hash) } catch { throw .storage("\(error)") }
             guard let username, state.users[username] != nil else { throw .unauthenticated("unknown or revoked token") }
             try checkConnectionLimit(username, previous: previous)
-            signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
-                   reply: [("user", state.profile(username).json)], done: done)
+            await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
+                         reply: SignInReply(user: state.profile(username), token: nil).fields, done: done)
         } catch {
             done(.failure(error))
         }
@@ -223,9 +295,9 @@ public final class Relay: @unchecked Sendable {
         }
     }
 
-    /// On the queue: attaches the connection, replies, then sends what the user missed.
+    /// Attaches the connection, replies, then sends what the user missed.
     private func signIn(_ auth: Authentication, previous: Authentication?, sink: any ClientSink,
-                        reply: [(String, JSONValue)], done: @escaping Completion) {
+                        reply: [(String, JSONValue)], done: @escaping Completion) async {
         // Signing in again as the same user on the same connection changes nothing anyone can see.
         if let previous, previous.username == auth.username {
             done(.success(RelayReply(reply, auth: .authenticated(auth))))
@@ -237,10 +309,10 @@ public final class Relay: @unchecked Sendable {
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         for message in state.backlog(for: auth.username) { sink.send(EncodedMessage(message)) }
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
-        if !delivered.isEmpty { try? persist(delivered) }
+        if !delivered.isEmpty { try? await persist(delivered) }
         if first {
             announcePresence(auth.username, online: true, at: now)
-            complete(state.ownerCameBack(auth.username))
+            await complete(state.ownerCameBack(auth.username))
         }
         usersOnline.record(presence.onlineUserCount)
     }
@@ -249,7 +321,9 @@ public final class Relay: @unchecked Sendable {
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
         if unsavedLastSeen.isEmpty {
-            queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { self.saveLastSeen() }
+            executor.queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { [weak self] in
+                self?.submit(.saveLastSeen)
+            }
         }
         unsavedLastSeen[username] = now
         announcePresence(username, online: false, at: now)
@@ -258,27 +332,25 @@ public final class Relay: @unchecked Sendable {
         armTimer()
     }
 
-    private func saveLastSeen() {
+    private func saveLastSeen() async {
         guard !unsavedLastSeen.isEmpty else { return }
         let changes = unsavedLastSeen.map { StoreChange.lastSeen(username: $0.key, at: $0.value) }
         unsavedLastSeen.removeAll()
         do {
-            try persist(changes)
+            try await persist(changes)
         } catch {
             logger.warning("could not store last-seen times", metadata: ["error": "\(error)"])
         }
     }
 
     private func announcePresence(_ username: String, online: Bool, at time: Int64) {
-        let message = EncodedMessage(Message.event("presence", [
-            ("username", .string(username)), ("online", .bool(online)), ("lastSeen", .int(time)),
-        ]))
+        let message = EncodedMessage(Event.presence(username: username, online: online, lastSeen: time).json)
         for friend in state.friends(of: username) { deliver(message, to: friend) }
     }
 
     // MARK: Signed-in requests
 
-    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) {
+    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
         let user = auth.username
         let now = clock()
         do throws(RelayError) {
@@ -286,7 +358,7 @@ public final class Relay: @unchecked Sendable {
             var authChange = RelayReply.AuthChange.unchanged
             switch request {
             case .logout:
-                try persist([.revokeToken(hash: auth.tokenHash)])
+                try await persist([.revokeToken(hash: auth.tokenHash)])
                 detach(user, sink)
                 authChange = .signedOut
                 outcome = Outcome()
@@ -315,7 +387,7 @@ public final class Relay: @unchecked Sendable {
             case .register, .login, .hello, .position, .ping:
                 throw .invalid("not served here")
             }
-            try persist(outcome.changes)
+            try await persist(outcome.changes)
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
@@ -328,25 +400,33 @@ public final class Relay: @unchecked Sendable {
 
     // MARK: Delivery
 
-    /// Sends an outcome's events; its audience changes must already be applied.
+    /// Sends an outcome's events, each encoded once for all its recipients; audience changes must
+    /// already be applied.
     private func deliverEvents(_ outcome: Outcome) {
-        for event in outcome.events { deliver(EncodedMessage(event.message), to: event.to) }
+        for (message, recipients) in outcome.encodedEvents() {
+            for username in recipients { deliver(message, to: username) }
+        }
         alarmsPending.record(state.alarms.count)
         armTimer()
     }
 
     private func applyAudience(_ outcome: Outcome) {
-        for owner in outcome.audienceChanged {
+        syncPresence(owners: outcome.audienceChanged)
+    }
+
+    /// Tells the presence table who receives the positions of `owners` and where their walks end.
+    private func syncPresence(owners: some Sequence<String>) {
+        for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }
 
     /// Persists and publishes an outcome that no request is waiting for.
-    private func complete(_ outcome: Outcome) {
+    private func complete(_ outcome: Outcome) async {
         guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
         do {
-            try persist(outcome.changes)
+            try await persist(outcome.changes)
             applyAudience(outcome)
             deliverEvents(outcome)
         } catch {
@@ -356,15 +436,15 @@ public final class Relay: @unchecked Sendable {
 
     // MARK: Schedules
 
-    private func fireDueWork() {
+    private func fireDueWork() async {
         let before = state.alarms.count
         let outcome = state.fireDue(now: clock(), presence: presence)
         if state.alarms.count > before { alarmsRaised.increment(by: state.alarms.count - before) }
-        complete(outcome)
+        await complete(outcome)
         armTimer()
     }
 
-    /// Points the one timer at the next deadline.
+    /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
     private func armTimer() {
         let next = state.nextDeadline()
         guard next != timerDeadline else { return }
@@ -373,13 +453,9 @@ public final class Relay: @unchecked Sendable {
         timer = nil
         guard let next else { return }
         let delay = max(0, next - clock())
-        let source = DispatchSource.makeTimerSource(queue: queue)
+        let source = DispatchSource.makeTimerSource(queue: executor.queue)
         source.schedule(deadline: .now() + .milliseconds(Int(min(delay, Int64(Int32.max)))), leeway: .milliseconds(10))
-        source.setEventHandler { [weak self] in
-            guard let self else { return }
-            self.timerDeadline = nil
-            self.fireDueWork()
-        }
+        source.setEventHandler { [weak self] in self?.submit(.fireDue(then: nil)) }
         source.resume()
         timer = source
     }
@@ -388,31 +464,36 @@ public final class Relay: @unchecked Sendable {
         for sink in presence.sinks(of: username) { sink.send(message) }
     }
 
-    // MARK: Storage and hashing
+    // MARK: Storage
 
-    /// Makes `changes` durable. If storage fails the in-memory state may have moved ahead of
-    /// it, so it is read back from storage: what is on disk is the truth.
-    private func persist(_ changes: [StoreChange]) throws(RelayError) {
+    /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
+    /// so the durable part is read back from storage (what is on disk is the truth) while what is not
+    /// stored (the safety settings, which owners are offline) is kept.
+    private func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
-            try store.apply(changes)
+            try await store.apply(changes)
         } catch {
             logger.error("storage write failed; reloading state from storage", metadata: ["error": "\(error)"])
-            if let stored = try? store.load() { state = RelayState(stored) }
+            await reloadFromStore()
             throw .storage("\(error)")
         }
     }
 
-    /// Runs slow password work off the queue, bounded in concurrency, and continues on the queue.
-    private func hashPassword<T: Sendable>(_ work: @escaping @Sendable (PasswordHasher) -> T,
-                                           then next: @escaping @Sendable (T) -> Void) {
-        let hasher = self.hasher
-        hashing.async {
-            self.hashSlots.wait()
-            let result = work(hasher)
-            self.hashSlots.signal()
-            self.queue.async { next(result) }
+    private func reloadFromStore() async {
+        let stored: StoredState
+        do {
+            stored = try await store.load()
+        } catch {
+            logger.critical("storage cannot be read back; keeping the state in memory", metadata: ["error": "\(error)"])
+            return
         }
+        let before = state.owners
+        state = state.reloaded(from: stored)
+        syncPresence(owners: before.union(state.owners))
+        alarmsPending.record(state.alarms.count)
+        timerDeadline = nil
+        armTimer()
     }
 }
 

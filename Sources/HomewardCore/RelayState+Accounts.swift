@@ -16,15 +16,15 @@ extension RelayState {
     public func backlog(for username: String) -> [JSONValue] {
         var messages: [JSONValue] = []
         for requester in (incoming[username] ?? []).sorted() {
-            messages.append(Message.event("friend.request", [("from", profile(requester).json)]))
+            messages.append(Event.friendRequest(from: profile(requester)).json)
         }
         for id in (sessionsByInvitee[username] ?? []).sorted() {
             guard let session = sessions[id], session.state(of: username) == .invited else { continue }
-            messages.append(Message.event("session.invite", [("session", session.json(owner: profile(session.owner)))]))
+            messages.append(Event.sessionInvite(session.info(owner: profile(session.owner))).json)
         }
         let addressed = (alarmsByRecipient[username] ?? []).compactMap { alarms[$0] }
         for alarm in addressed.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
-            messages.append(Message.event("alarm", [("alarm", alarm.json(owner: profile(alarm.owner)))]))
+            messages.append(Event.alarm(alarm.info(owner: profile(alarm.owner)), repeat: nil).json)
         }
         return messages
     }

@@ -33,12 +33,10 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.saveAlarm(alarm))
         outcome.audienceChanged.insert(owner)
-        let json = alarm.json(owner: profile(owner))
-        for recipient in recipients { outcome.send("alarm", to: recipient, [("alarm", json)]) }
-        outcome.reply = [
-            ("alarm", json),
-            ("recipients", .array(recipients.map { ["username": .string($0), "online": .bool(presence.isOnline($0))] })),
-        ]
+        let info = alarm.info(owner: profile(owner))
+        outcome.send(.alarm(info, repeat: nil), to: recipients)
+        outcome.reply = AlarmRaiseReply(
+            alarm: info, recipients: recipients.map { AlarmRecipient(username: $0, online: presence.isOnline($0)) }).fields
         return outcome
     }
 
@@ -50,9 +48,7 @@ extension RelayState {
         alarm.nextRepeatAt = nil
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
-        let fields: [(String, JSONValue)] = [("alarmId", .string(id)), ("by", .string(actor))]
-        outcome.send("alarm.acked", to: alarm.owner, fields)
-        for recipient in alarm.recipients where recipient != actor { outcome.send("alarm.acked", to: recipient, fields) }
+        outcome.send(.alarmAcked(alarmId: id, by: actor), to: [alarm.owner] + alarm.recipients.filter { $0 != actor })
         return outcome
     }
 
@@ -64,9 +60,7 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.endAlarm(id: id, reason: reason, at: now))
         outcome.audienceChanged.insert(actor)
-        for recipient in alarm.recipients {
-            outcome.send("alarm.cancelled", to: recipient, [("alarmId", .string(id)), ("reason", .string(reason))])
-        }
+        outcome.send(.alarmCancelled(alarmId: id, reason: reason), to: alarm.recipients)
         return outcome
     }
 
@@ -81,7 +75,7 @@ extension RelayState {
             contacts[owner] = usernames
             outcome.changes.append(.setAlarmContacts(owner: owner, usernames))
         }
-        outcome.reply = [("usernames", .strings(contacts[owner] ?? []))]
+        outcome.reply = AlarmContactsReply(usernames: contacts[owner] ?? []).fields
         return outcome
     }
 }

@@ -14,8 +14,8 @@ extension RelayState {
         incoming[target, default: []].insert(actor)
         outgoing[actor, default: []].insert(target)
         outcome.changes.append(.addFriendRequest(from: actor, to: target, at: now))
-        outcome.send("friend.request", to: target, [("from", profile(actor).json)])
-        outcome.reply = [("status", "requested")]
+        outcome.send(.friendRequest(from: profile(actor)), to: target)
+        outcome.reply = FriendshipReply(status: .requested).fields
         return outcome
     }
 
@@ -29,9 +29,9 @@ extension RelayState {
         dropRequest(from: actor, to: requester, into: &outcome)
         link(actor, requester)
         outcome.changes.append(.addFriendship(actor, requester, at: now))
-        outcome.send("friend.added", to: actor, [("user", profile(requester).json)])
-        outcome.send("friend.added", to: requester, [("user", profile(actor).json)])
-        outcome.reply = [("status", "friends"), ("user", profile(requester).json)]
+        outcome.send(.friendAdded(profile(requester)), to: actor)
+        outcome.send(.friendAdded(profile(actor)), to: requester)
+        outcome.reply = FriendshipReply(status: .friends, user: profile(requester)).fields
         return outcome
     }
 
@@ -41,7 +41,7 @@ extension RelayState {
         guard incoming[actor]?.contains(requester) ?? false else { throw .notFound("no friend request from \(requester)") }
         var outcome = Outcome()
         dropRequest(from: requester, to: actor, into: &outcome)
-        outcome.send("friend.declined", to: requester, [("username", .string(actor))])
+        outcome.send(.friendDeclined(username: actor), to: requester)
         return outcome
     }
 
@@ -53,13 +53,13 @@ extension RelayState {
         if !areFriends(actor, other) {
             guard outgoing[actor]?.contains(other) ?? false else { throw .notFound("\(other) is not your friend") }
             dropRequest(from: actor, to: other, into: &outcome)
-            outcome.reply = [("status", "withdrawn")]
+            outcome.reply = FriendshipReply(status: .withdrawn).fields
             return outcome
         }
         friends[actor]?.remove(other)
         friends[other]?.remove(actor)
         outcome.changes.append(.removeFriendship(actor, other))
-        outcome.send("friend.removed", to: other, [("username", .string(actor))])
+        outcome.send(.friendRemoved(username: actor), to: other)
         unlinkSessionsAndAlarms(actor, other, into: &outcome)
         unlinkSessionsAndAlarms(other, actor, into: &outcome)
         for (owner, removed) in [(actor, other), (other, actor)] where contacts[owner]?.contains(removed) ?? false {
@@ -71,19 +71,12 @@ extension RelayState {
 
     public func friendList(_ actor: String, presence: some PresenceView) -> Outcome {
         var outcome = Outcome()
-        let list: [JSONValue] = friends(of: actor).map { friend in
-            let user = profile(friend)
-            return [
-                "username": .string(user.username), "name": .string(user.name),
-                "online": .bool(presence.isOnline(friend)),
-                "lastSeen": presence.lastSeen(friend).map(JSONValue.int) ?? .null,
-            ]
-        }
-        outcome.reply = [
-            ("friends", .array(list)),
-            ("incoming", .array((incoming[actor] ?? []).sorted().map { profile($0).json })),
-            ("outgoing", .array((outgoing[actor] ?? []).sorted().map { profile($0).json })),
-        ]
+        outcome.reply = FriendListReply(
+            friends: friends(of: actor).map {
+                FriendInfo(user: profile($0), online: presence.isOnline($0), lastSeen: presence.lastSeen($0))
+            },
+            incoming: (incoming[actor] ?? []).sorted().map(profile),
+            outgoing: (outgoing[actor] ?? []).sorted().map(profile)).fields
         return outcome
     }
 
@@ -92,7 +85,7 @@ extension RelayState {
     public func searchUsers(_ query: String) -> Outcome {
         var outcome = Outcome()
         let matches = users.keys.filter { $0.hasPrefix(query) }.sorted().prefix(Self.searchLimit)
-        outcome.reply = [("users", .array(matches.map { profile($0).json }))]
+        outcome.reply = UserSearchReply(users: matches.map(profile)).fields
         return outcome
     }
 
@@ -109,7 +102,7 @@ extension RelayState {
             sessions[id] = session
             sessionsByInvitee[other]?.remove(id)
             outcome.changes.append(.saveSession(session))
-            outcome.send("session.ended", to: other, [("sessionId", .string(id)), ("reason", "unfriended")])
+            outcome.send(.sessionEnded(sessionId: id, reason: "unfriended"), to: other)
             outcome.audienceChanged.insert(owner)
         }
         for id in alarmsByOwner[owner] ?? [] {
@@ -118,7 +111,7 @@ extension RelayState {
             alarms[id] = alarm
             alarmsByRecipient[other]?.remove(id)
             outcome.changes.append(.saveAlarm(alarm))
-            outcome.send("alarm.cancelled", to: other, [("alarmId", .string(id)), ("reason", "unfriended")])
+            outcome.send(.alarmCancelled(alarmId: id, reason: "unfriended"), to: other)
             outcome.audienceChanged.insert(owner)
         }
     }

@@ -12,7 +12,7 @@ extension RelayState {
         sessions[id] = session
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
-        outcome.reply = [("session", session.json(owner: profile(actor)))]
+        outcome.reply = SessionReply(session: session.info(owner: profile(actor))).fields
         return outcome
     }
 
@@ -41,9 +41,7 @@ extension RelayState {
         session.lostSince = nil
         sessions[id] = session
         outcome.changes.append(.saveSession(session))
-        for observer in session.observers {
-            outcome.send("session.resumed", to: observer, [("sessionId", .string(id))])
-        }
+        outcome.send(.sessionResumed(sessionId: id), to: session.observers)
         return outcome
     }
 
@@ -109,12 +107,8 @@ extension RelayState {
         sessions[id] = session
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
-        let fields: [(String, JSONValue)] = [
-            ("sessionId", .string(id)),
-            ("lastPosition", presence.lastPosition(session.owner)?.json ?? .null),
-            ("since", .int(presence.lastSeen(session.owner) ?? since)),
-        ]
-        for observer in session.observers { outcome.send("session.lost", to: observer, fields) }
+        outcome.send(.sessionLost(sessionId: id, lastPosition: presence.lastPosition(session.owner),
+                                  since: presence.lastSeen(session.owner) ?? since), to: session.observers)
         return outcome
     }
 
@@ -132,10 +126,8 @@ extension RelayState {
         alarm.nextRepeatAt = alarm.repeats < safety.alarmRepeatMax ? now + safety.alarmRepeatInterval : nil
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
-        let fields: [(String, JSONValue)] = [("alarm", alarm.json(owner: profile(alarm.owner))), ("repeat", .int(Int64(alarm.repeats)))]
-        for recipient in alarm.recipients where presence.isOnline(recipient) {
-            outcome.send("alarm", to: recipient, fields)
-        }
+        outcome.send(.alarm(alarm.info(owner: profile(alarm.owner)), repeat: alarm.repeats),
+                     to: alarm.recipients.filter { presence.isOnline($0) })
         return outcome
     }
 }

@@ -17,9 +17,9 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(owner)
-        let json = session.json(owner: profile(owner))
-        for invitee in invitees { outcome.send("session.invite", to: invitee, [("session", json)]) }
-        outcome.reply = [("session", json)]
+        let info = session.info(owner: profile(owner))
+        outcome.send(.sessionInvite(info), to: invitees)
+        outcome.reply = SessionReply(session: info).fields
         return outcome
     }
 
@@ -34,10 +34,10 @@ extension RelayState {
         }
         sessions[id] = session
         var outcome = Outcome()
-        let json = session.json(owner: profile(actor))
+        let info = session.info(owner: profile(actor))
         if !invited.isEmpty { outcome.changes.append(.saveSession(session)) }
-        for invitee in invited { outcome.send("session.invite", to: invitee, [("session", json)]) }
-        outcome.reply = [("session", json)]
+        outcome.send(.sessionInvite(info), to: invited)
+        outcome.reply = SessionReply(session: info).fields
         return outcome
     }
 
@@ -53,11 +53,9 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(session.owner)
-        outcome.send("session.accepted", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
-        outcome.reply = [
-            ("session", session.json(owner: profile(session.owner))),
-            ("position", presence.lastPosition(session.owner)?.json ?? .null),
-        ]
+        outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
+        outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
+                                           position: presence.lastPosition(session.owner)).fields
         return outcome
     }
 
@@ -72,7 +70,7 @@ extension RelayState {
         sessions[id] = session
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
-        outcome.send("session.declined", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
+        outcome.send(.sessionDeclined(sessionId: id, by: actor), to: session.owner)
         return outcome
     }
 
@@ -84,7 +82,7 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(session.owner)
-        outcome.send("session.left", to: session.owner, [("sessionId", .string(id)), ("by", .string(actor))])
+        outcome.send(.sessionLeft(sessionId: id, by: actor), to: session.owner)
         return outcome
     }
 
@@ -100,20 +98,17 @@ extension RelayState {
         unindex(session: id)
         outcome.changes.append(.endSession(id: id, reason: reason, at: now))
         outcome.audienceChanged.insert(session.owner)
-        for invitee in session.invitees {
-            outcome.send("session.ended", to: invitee, [("sessionId", .string(id)), ("reason", .string(reason))])
-        }
+        outcome.send(.sessionEnded(sessionId: id, reason: reason), to: session.invitees)
         return outcome
     }
 
     public func listSessions(_ actor: String) -> Outcome {
         var outcome = Outcome()
         let mine = (sessionsByInvitee[actor] ?? []).compactMap { sessions[$0] }.sorted { $0.startedAt < $1.startedAt }
-        outcome.reply = [
-            ("own", ownSession(of: actor).map { $0.json(owner: profile(actor)) } ?? .null),
-            ("following", .array(mine.filter { $0.state(of: actor) == .accepted }.map { $0.json(owner: profile($0.owner)) })),
-            ("invites", .array(mine.filter { $0.state(of: actor) == .invited }.map { $0.json(owner: profile($0.owner)) })),
-        ]
+        outcome.reply = SessionListReply(
+            own: ownSession(of: actor).map { $0.info(owner: profile(actor)) },
+            following: mine.filter { $0.state(of: actor) == .accepted }.map { $0.info(owner: profile($0.owner)) },
+            invites: mine.filter { $0.state(of: actor) == .invited }.map { $0.info(owner: profile($0.owner)) }).fields
         return outcome
     }
 

@@ -44,7 +44,22 @@ public struct RelayState: Sendable {
         for alarm in stored.alarms { index(alarm) }
     }
 
+    /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
+    /// not stored (the safety settings, which owners are offline and since when, how identifiers are
+    /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
+    public func reloaded(from stored: StoredState) -> RelayState {
+        var fresh = RelayState(stored, makeID: makeID)
+        fresh.safety = safety
+        fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
+        return fresh
+    }
+
     // MARK: Queries
+
+    /// Users whose positions someone may receive: owners of active sessions and of active alarms.
+    public var owners: Set<String> {
+        Set(sessionByOwner.keys).union(alarmsByOwner.filter { !$0.value.isEmpty }.keys)
+    }
 
     public func profile(_ username: String) -> UserProfile {
         users[username] ?? UserProfile(username: username, name: username)

@@ -1,12 +1,14 @@
-/// Durable storage behind the relay. Every call is synchronous and blocking: the relay calls
-/// it only from its own serial queue, never from a network event loop.
+/// Durable storage behind the relay. Every call is asynchronous, so that a networked store can sit
+/// behind it without holding a thread per call; the relay awaits each call in turn, never on a
+/// network event loop, and starts its next operation only once the previous one is stored.
 public protocol RelayStore: Sendable {
-    /// Everything the relay keeps in memory, read once at start-up.
-    func load() throws -> StoredState
+    /// Everything the relay keeps in memory, read at start-up and again after a failed write.
+    func load() async throws -> StoredState
     /// Applies the changes of one operation atomically; when this returns they are durable.
-    func apply(_ changes: [StoreChange]) throws
-    func passwordHash(of username: String) throws -> String?
-    func username(forTokenHash hash: String) throws -> String?
+    /// When it throws, none of them is applied.
+    func apply(_ changes: [StoreChange]) async throws
+    func passwordHash(of username: String) async throws -> String?
+    func username(forTokenHash hash: String) async throws -> String?
 }
 
 /// What a store hands back at start-up.

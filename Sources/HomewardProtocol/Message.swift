@@ -1,4 +1,5 @@
-/// Builders for what the relay sends: replies (carrying `re`) and events.
+/// Envelopes of what the relay sends: replies (carrying `re`) and events. The members inside are
+/// the wire model's (`ReplyBody`, `Event`).
 public enum Message {
     public static func ok(re id: RequestID?, _ fields: [(String, JSONValue)] = []) -> JSONValue {
         var members: [(String, JSONValue)] = [("type", "ok")]
@@ -15,12 +16,8 @@ public enum Message {
         return .object(members)
     }
 
+    /// An event's envelope; `Event.json` fills it for every event of the contract.
     public static func event(_ type: String, _ fields: [(String, JSONValue)]) -> JSONValue {
         .object([("type", .string(type))] + fields)
-    }
-
-    /// A `pos` event for observers: the sender's name, then the position's members.
-    public static func position(from username: String, _ position: Position) -> JSONValue {
-        .object([("type", "pos"), ("from", .string(username))] + position.jsonMembers())
     }
 }

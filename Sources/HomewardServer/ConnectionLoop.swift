@@ -25,6 +25,9 @@ final class ConnectionLoop: @unchecked Sendable {
     /// Messages for connections on other loops, by loop, waiting for the end of the read burst.
     private var outbox: [Batch] = []
     private var passScheduled = false
+    private var positionsSinceSample = 0
+    /// One position in this many has its fan-out timed for `homeward_fanout_latency_seconds`.
+    static let fanoutSampleInterval = 32
 
     struct Batch: Sendable {
         let loop: ConnectionLoop
@@ -63,6 +66,16 @@ final class ConnectionLoop: @unchecked Sendable {
     func closeAll(_ code: CloseCode, reason: String) {
         eventLoop.assertInEventLoop()
         for connection in connections.values { connection.closeNow(code, reason: reason) }
+    }
+
+    /// Whether to time this position's fan-out: one in `fanoutSampleInterval`, counted per loop
+    /// without a lock.
+    func sampleFanoutLatency() -> Bool {
+        eventLoop.assertInEventLoop()
+        positionsSinceSample += 1
+        guard positionsSinceSample >= Self.fanoutSampleInterval else { return false }
+        positionsSinceSample = 0
+        return true
     }
 
     /// Flushes `connection` in the next pass.

@@ -15,10 +15,14 @@ import Synchronization
 public struct RelayServer: Sendable {
     public let configuration: RelayConfiguration
     public let logger: Logger
+    /// Wraps the store the configuration names, or replaces it (tests put fault injection here).
+    private let wrapStore: @Sendable (SQLiteStore) -> any RelayStore
 
-    public init(configuration: RelayConfiguration, logger: Logger = Logger(label: "homeward.relay")) {
+    public init(configuration: RelayConfiguration, logger: Logger = Logger(label: "homeward.relay"),
+                wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) {
         self.configuration = configuration
         self.logger = logger
+        self.wrapStore = wrapStore
     }
 
     /// Binds and serves; returns once the relay accepts connections.
@@ -45,7 +49,7 @@ public struct RelayServer: Sendable {
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
-        let relay = try Relay(store: store, hasher: PasswordHasher(iterations: config.passwordIterations),
+        let relay = try await Relay(store: wrapStore(store), hasher: PasswordHasher(iterations: config.passwordIterations),
                               limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))

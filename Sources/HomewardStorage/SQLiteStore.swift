@@ -3,6 +3,9 @@ import GRDB
 import HomewardCore
 
 /// The relay's durable storage: one SQLite database in WAL mode, written by one connection.
+///
+/// Every call uses GRDB's asynchronous accessors: the work runs on GRDB's own serial writer (or
+/// reader) queue, and the caller's thread is free meanwhile.
 public final class SQLiteStore: RelayStore {
     private let writer: any DatabaseWriter
 
@@ -39,27 +42,33 @@ public final class SQLiteStore: RelayStore {
         return config
     }
 
-    public func load() throws -> StoredState {
-        try writer.read { db in try StoredState(db: db) }
+    public func load() async throws -> StoredState {
+        try await writer.read { db in try StoredState(db: db) }
     }
 
-    public func apply(_ changes: [StoreChange]) throws {
+    public func apply(_ changes: [StoreChange]) async throws {
         guard !changes.isEmpty else { return }
-        try writer.write { db in
-            for change in changes { try change.execute(in: db) }
-        }
+        try await writer.write { db in try Self.execute(changes, in: db) }
     }
 
-    public func passwordHash(of username: String) throws -> String? {
-        try writer.read { db in
-            try String.fetchOne(db, sql: "SELECT password_hash FROM users WHERE username = ?", arguments: [username])
-        }
+    public func passwordHash(of username: String) async throws -> String? {
+        try await writer.read { db in try Self.passwordHash(of: username, in: db) }
     }
 
-    public func username(forTokenHash hash: String) throws -> String? {
-        try writer.read { db in
-            try String.fetchOne(db, sql: "SELECT username FROM tokens WHERE hash = ?", arguments: [hash])
-        }
+    public func username(forTokenHash hash: String) async throws -> String? {
+        try await writer.read { db in try Self.username(forTokenHash: hash, in: db) }
+    }
+
+    private static func execute(_ changes: [StoreChange], in db: Database) throws {
+        for change in changes { try change.execute(in: db) }
+    }
+
+    private static func passwordHash(of username: String, in db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT password_hash FROM users WHERE username = ?", arguments: [username])
+    }
+
+    private static func username(forTokenHash hash: String, in db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT username FROM tokens WHERE hash = ?", arguments: [hash])
     }
 
     /// Closes the database; later calls throw.

@@ -11,7 +11,7 @@ struct BenchCommand: AsyncParsableCommand {
             Build first: swift build -c release --product homeward-relay && swift build -c release --product homeward-bench
             Peers (nats-server, mosquitto) are installed if missing and started by bench/peers.sh, on loopback, with TLS.
             """,
-        subcommands: [Fanout.self, Idle.self, Storm.self, Alarm.self, All.self, Smoke.self])
+        subcommands: [Fanout.self, Idle.self, Storm.self, Alarm.self, All.self, Smoke.self, Codec.self])
 }
 
 struct CommonOptions: ParsableArguments {

@@ -23,11 +23,11 @@ final class SQLiteStoreTests: XCTestCase {
     private func open() throws -> SQLiteStore { try SQLiteStore(path: path) }
 
     /// Closes `store` and loads what a fresh store on the same file sees.
-    private func reopenAndLoad(_ store: SQLiteStore) throws -> StoredState {
+    private func reopenAndLoad(_ store: SQLiteStore) async throws -> StoredState {
         try store.close()
         let reopened = try open()
         defer { try? reopened.close() }
-        return try reopened.load()
+        return try await reopened.load()
     }
 
     private func users(_ names: String..., at time: Int64 = 1_000) -> [StoreChange] {
@@ -41,27 +41,27 @@ final class SQLiteStoreTests: XCTestCase {
 
     // MARK: - Round trip
 
-    func testEveryChangeSurvivesReopening() throws {
+    func testEveryChangeSurvivesReopening() async throws {
         let store = try open()
-        try store.apply(users("alice", "bob", "carol", "dave"))
-        try store.apply([
+        try await store.apply(users("alice", "bob", "carol", "dave"))
+        try await store.apply([
             .createToken(hash: "t-alice", username: "alice", at: 2_000),
             .createToken(hash: "t-bob", username: "bob", at: 2_001),
             .revokeToken(hash: "t-bob"),
         ])
-        try store.apply([
+        try await store.apply([
             .addFriendRequest(from: "carol", to: "alice", at: 3_000),
             .addFriendRequest(from: "bob", to: "dave", at: 3_001),
             .addFriendRequest(from: "dave", to: "carol", at: 3_002),
             .removeFriendRequest(from: "bob", to: "dave"),
         ])
-        try store.apply([
+        try await store.apply([
             .addFriendship("bob", "alice", at: 4_000),
             .addFriendship("alice", "dave", at: 4_001),
             .addFriendship("carol", "bob", at: 4_002),
             .removeFriendship("bob", "carol"),
         ])
-        try store.apply([
+        try await store.apply([
             .setAlarmContacts(owner: "alice", ["dave", "bob"]),
             .setAlarmContacts(owner: "bob", ["alice"]),
             .setAlarmContacts(owner: "bob", []),
@@ -70,17 +70,18 @@ final class SQLiteStoreTests: XCTestCase {
         var session = FollowSession(id: "s_1", owner: "alice", note: "walking home", startedAt: 5_000)
         session.set(.invited, for: "dave")
         session.set(.accepted, for: "bob")
-        try store.apply([.saveSession(session)])
+        try await store.apply([.saveSession(session)])
 
         var alarm = Alarm(id: "a_1", owner: "bob", text: "help", position: Position(lat: 51.5, lon: -0.12, ts: 6_000),
                           createdAt: 6_000, recipients: ["alice", "dave"])
         alarm.deliveredAt["alice"] = 6_001
         _ = alarm.acknowledge(by: "alice")
-        try store.apply([.saveAlarm(alarm)])
-        try store.apply([.lastSeen(username: "carol", at: 7_000), .lastSeen(username: "carol", at: 7_500)])
+        try await store.apply([.saveAlarm(alarm)])
+        try await store.apply([.lastSeen(username: "carol", at: 7_000), .lastSeen(username: "carol", at: 7_500)])
 
-        XCTAssertEqual(try store.passwordHash(of: "carol"), "hash-carol")
-        let state = try reopenAndLoad(store)
+        let value1 = try await store.passwordHash(of: "carol")
+        XCTAssertEqual(value1, "hash-carol")
+        let state = try await reopenAndLoad(store)
 
         XCTAssertEqual(state.users, ["alice", "bob", "carol", "dave"].map { UserProfile(username: $0, name: $0.capitalized) })
         XCTAssertEqual(state.lastSeen, ["carol": 7_500])
@@ -91,15 +92,19 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(state.alarms, [alarm])
 
         let reopened = try open()
-        XCTAssertEqual(try reopened.passwordHash(of: "alice"), "hash-alice")
-        XCTAssertNil(try reopened.passwordHash(of: "nobody"))
-        XCTAssertEqual(try reopened.username(forTokenHash: "t-alice"), "alice")
-        XCTAssertNil(try reopened.username(forTokenHash: "t-bob"))
+        let value2 = try await reopened.passwordHash(of: "alice")
+        XCTAssertEqual(value2, "hash-alice")
+        let value3 = try await reopened.passwordHash(of: "nobody")
+        XCTAssertNil(value3)
+        let value4 = try await reopened.username(forTokenHash: "t-alice")
+        XCTAssertEqual(value4, "alice")
+        let value5 = try await reopened.username(forTokenHash: "t-bob")
+        XCTAssertNil(value5)
         try reopened.close()
     }
 
-    func testEmptyDatabaseLoadsNothing() throws {
-        let state = try reopenAndLoad(try open())
+    func testEmptyDatabaseLoadsNothing() async throws {
+        let state = try await reopenAndLoad(try open())
         XCTAssertTrue(state.users.isEmpty)
         XCTAssertTrue(state.lastSeen.isEmpty)
         XCTAssertTrue(state.friendships.isEmpty)
@@ -111,49 +116,51 @@ final class SQLiteStoreTests: XCTestCase {
 
     // MARK: - Friends
 
-    func testFriendshipIsStoredOnceInCanonicalOrder() throws {
+    func testFriendshipIsStoredOnceInCanonicalOrder() async throws {
         let store = try open()
-        try store.apply(users("zed", "amy", "max"))
-        try store.apply([.addFriendship("zed", "amy", at: 1), .addFriendship("amy", "zed", at: 2)])
-        try store.apply([.addFriendship("max", "amy", at: 3)])
+        try await store.apply(users("zed", "amy", "max"))
+        try await store.apply([.addFriendship("zed", "amy", at: 1), .addFriendship("amy", "zed", at: 2)])
+        try await store.apply([.addFriendship("max", "amy", at: 3)])
         let rows = try store.inspect { db in
             try Row.fetchAll(db, sql: "SELECT user_a, user_b FROM friendships ORDER BY user_a, user_b")
                 .map { "\($0["user_a"] as String)|\($0["user_b"] as String)" }
         }
         XCTAssertEqual(rows, ["amy|max", "amy|zed"])
 
-        try store.apply([.removeFriendship("zed", "amy")])
-        XCTAssertEqual(pairs(try reopenAndLoad(store).friendships), ["amy|max"])
+        try await store.apply([.removeFriendship("zed", "amy")])
+        let reopened = try await reopenAndLoad(store)
+        XCTAssertEqual(pairs(reopened.friendships), ["amy|max"])
     }
 
-    func testFriendRequestTwiceIsIgnored() throws {
+    func testFriendRequestTwiceIsIgnored() async throws {
         let store = try open()
-        try store.apply(users("amy", "zed"))
-        try store.apply([.addFriendRequest(from: "amy", to: "zed", at: 1)])
-        try store.apply([.addFriendRequest(from: "amy", to: "zed", at: 2)])
-        XCTAssertEqual(pairs(try reopenAndLoad(store).friendRequests.map { ($0.from, $0.to) }), ["amy|zed"])
+        try await store.apply(users("amy", "zed"))
+        try await store.apply([.addFriendRequest(from: "amy", to: "zed", at: 1)])
+        try await store.apply([.addFriendRequest(from: "amy", to: "zed", at: 2)])
+        let reopened = try await reopenAndLoad(store)
+        XCTAssertEqual(pairs(reopened.friendRequests.map { ($0.from, $0.to) }), ["amy|zed"])
     }
 
     // MARK: - Sessions
 
-    func testSessionInviteeStatesAndOrderArePreserved() throws {
+    func testSessionInviteeStatesAndOrderArePreserved() async throws {
         let store = try open()
-        try store.apply(users("owner", "a", "b", "c", "d"))
+        try await store.apply(users("owner", "a", "b", "c", "d"))
         var session = FollowSession(id: "s_1", owner: "owner", note: nil, startedAt: 10)
         session.set(.invited, for: "c")
         session.set(.accepted, for: "a")
         session.set(.declined, for: "d")
         session.set(.invited, for: "b")
-        try store.apply([.saveSession(session)])
+        try await store.apply([.saveSession(session)])
 
         // Saving again replaces the invitees with exactly the new list.
         session.set(.left, for: "a")
         session.set(.accepted, for: "b")
         session.remove("d")
         session.note = "late"
-        try store.apply([.saveSession(session)])
+        try await store.apply([.saveSession(session)])
 
-        let loaded = try reopenAndLoad(store).sessions
+        let loaded = try await reopenAndLoad(store).sessions
         XCTAssertEqual(loaded, [session])
         XCTAssertEqual(loaded.first?.invitees, ["c", "a", "b"])
         XCTAssertEqual(loaded.first?.state(of: "a"), .left)
@@ -163,45 +170,46 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(loaded.first?.note, "late")
     }
 
-    func testOnlyOneActiveSessionPerOwner() throws {
+    func testOnlyOneActiveSessionPerOwner() async throws {
         let store = try open()
-        try store.apply(users("owner"))
-        try store.apply([.saveSession(FollowSession(id: "s_1", owner: "owner", note: nil, startedAt: 1))])
-        XCTAssertThrowsError(try store.apply([.saveSession(FollowSession(id: "s_2", owner: "owner", note: nil, startedAt: 2))]))
+        try await store.apply(users("owner"))
+        try await store.apply([.saveSession(FollowSession(id: "s_1", owner: "owner", note: nil, startedAt: 1))])
+        await assertThrowsAsync { try await store.apply([.saveSession(FollowSession(id: "s_2", owner: "owner", note: nil, startedAt: 2))]) }
         // Ending the first one in the same batch frees the owner.
         let second = FollowSession(id: "s_2", owner: "owner", note: nil, startedAt: 2)
-        try store.apply([.endSession(id: "s_1", reason: "replaced", at: 2), .saveSession(second)])
-        XCTAssertEqual(try reopenAndLoad(store).sessions, [second])
+        try await store.apply([.endSession(id: "s_1", reason: "replaced", at: 2), .saveSession(second)])
+        let reopened = try await reopenAndLoad(store)
+        XCTAssertEqual(reopened.sessions, [second])
     }
 
     // MARK: - Alarms
 
-    func testAlarmAckOrderAndDeliveriesArePreserved() throws {
+    func testAlarmAckOrderAndDeliveriesArePreserved() async throws {
         let store = try open()
-        try store.apply(users("owner", "b", "c", "d", "e"))
+        try await store.apply(users("owner", "b", "c", "d", "e"))
         let position = Position(lat: -33.8688, lon: 151.2093, acc: 4.5, alt: 12.25, spd: 1.5, hdg: 359.5, batt: 42,
                                 ts: 1_700_000_000_123)
         var alarm = Alarm(id: "a_1", owner: "owner", text: "help me", position: position, createdAt: 100, auto: true,
                           recipients: ["d", "b", "c", "e"])
         alarm.deliveredAt = ["d": 101, "c": 102]
-        try store.apply([.saveAlarm(alarm)])
+        try await store.apply([.saveAlarm(alarm)])
 
         _ = alarm.acknowledge(by: "c")
         alarm.deliveredAt["b"] = 103
-        try store.apply([.saveAlarm(alarm)])
+        try await store.apply([.saveAlarm(alarm)])
         let firstAckTime = try ackedAt(store, "a_1", "c")
         XCTAssertNotNil(firstAckTime)
 
         _ = alarm.acknowledge(by: "d")
         alarm.removeRecipient("e")
-        try store.apply([.saveAlarm(alarm)])
+        try await store.apply([.saveAlarm(alarm)])
         // Saving again keeps the time of the first acknowledgement.
         XCTAssertEqual(try ackedAt(store, "a_1", "c"), firstAckTime)
 
         let other = Alarm(id: "a_2", owner: "b", text: Alarm.defaultText, position: nil, createdAt: 200, recipients: ["owner"])
-        try store.apply([.saveAlarm(other)])
+        try await store.apply([.saveAlarm(other)])
 
-        let loaded = try reopenAndLoad(store).alarms
+        let loaded = try await reopenAndLoad(store).alarms
         XCTAssertEqual(loaded, [alarm, other])
         XCTAssertEqual(loaded.first?.recipients, ["d", "b", "c"])
         XCTAssertEqual(loaded.first?.acked, ["c", "d"])
@@ -212,27 +220,27 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertEqual(loaded.last?.auto, false)
     }
 
-    func testRepeatedRecipientsAndContactsDoNotFailTheSave() throws {
+    func testRepeatedRecipientsAndContactsDoNotFailTheSave() async throws {
         let store = try open()
-        try store.apply(users("owner", "b"))
+        try await store.apply(users("owner", "b"))
         let alarm = Alarm(id: "a_1", owner: "owner", text: "x", position: nil, createdAt: 1, recipients: ["b", "b"])
-        try store.apply([.saveAlarm(alarm), .setAlarmContacts(owner: "owner", ["b", "b"])])
-        let state = try reopenAndLoad(store)
+        try await store.apply([.saveAlarm(alarm), .setAlarmContacts(owner: "owner", ["b", "b"])])
+        let state = try await reopenAndLoad(store)
         XCTAssertEqual(state.alarms.first?.recipients, ["b"])
         XCTAssertEqual(state.alarmContacts, ["owner": ["b"]])
     }
 
-    func testEndedSessionsAndAlarmsAreNotLoaded() throws {
+    func testEndedSessionsAndAlarmsAreNotLoaded() async throws {
         let store = try open()
-        try store.apply(users("a", "b"))
+        try await store.apply(users("a", "b"))
         var kept = FollowSession(id: "s_kept", owner: "b", note: nil, startedAt: 2)
         kept.set(.accepted, for: "a")
         var ended = FollowSession(id: "s_ended", owner: "a", note: nil, startedAt: 1)
         ended.set(.accepted, for: "b")
         let keptAlarm = Alarm(id: "a_kept", owner: "a", text: "k", position: nil, createdAt: 3, recipients: ["b"])
         let endedAlarm = Alarm(id: "a_ended", owner: "b", text: "e", position: nil, createdAt: 4, recipients: ["a"])
-        try store.apply([.saveSession(kept), .saveSession(ended), .saveAlarm(keptAlarm), .saveAlarm(endedAlarm)])
-        try store.apply([
+        try await store.apply([.saveSession(kept), .saveSession(ended), .saveAlarm(keptAlarm), .saveAlarm(endedAlarm)])
+        try await store.apply([
             .endSession(id: "s_ended", reason: "stopped", at: 10),
             .endAlarm(id: "a_ended", reason: "cancelled", at: 11),
         ])
@@ -246,52 +254,59 @@ final class SQLiteStoreTests: XCTestCase {
         }
         XCTAssertEqual(ends, ["a_ended 11 cancelled", "s_ended 10 stopped"])
 
-        let state = try reopenAndLoad(store)
+        let state = try await reopenAndLoad(store)
         XCTAssertEqual(state.sessions, [kept])
         XCTAssertEqual(state.alarms, [keptAlarm])
     }
 
     // MARK: - Tokens
 
-    func testRevokedTokenNoLongerResolves() throws {
+    func testRevokedTokenNoLongerResolves() async throws {
         let store = try open()
-        try store.apply(users("alice"))
-        try store.apply([.createToken(hash: "h1", username: "alice", at: 1), .createToken(hash: "h2", username: "alice", at: 2)])
-        XCTAssertEqual(try store.username(forTokenHash: "h1"), "alice")
-        try store.apply([.revokeToken(hash: "h1")])
-        XCTAssertNil(try store.username(forTokenHash: "h1"))
+        try await store.apply(users("alice"))
+        try await store.apply([.createToken(hash: "h1", username: "alice", at: 1), .createToken(hash: "h2", username: "alice", at: 2)])
+        let value6 = try await store.username(forTokenHash: "h1")
+        XCTAssertEqual(value6, "alice")
+        try await store.apply([.revokeToken(hash: "h1")])
+        let value7 = try await store.username(forTokenHash: "h1")
+        XCTAssertNil(value7)
         try store.close()
 
         let reopened = try open()
-        XCTAssertNil(try reopened.username(forTokenHash: "h1"))
-        XCTAssertEqual(try reopened.username(forTokenHash: "h2"), "alice")
+        let value8 = try await reopened.username(forTokenHash: "h1")
+        XCTAssertNil(value8)
+        let value9 = try await reopened.username(forTokenHash: "h2")
+        XCTAssertEqual(value9, "alice")
         try reopened.close()
     }
 
-    func testTokenForUnknownUserIsRejected() throws {
+    func testTokenForUnknownUserIsRejected() async throws {
         let store = try open()
-        XCTAssertThrowsError(try store.apply([.createToken(hash: "h", username: "ghost", at: 1)]))
-        XCTAssertNil(try store.username(forTokenHash: "h"))
+        await assertThrowsAsync { try await store.apply([.createToken(hash: "h", username: "ghost", at: 1)]) }
+        let value10 = try await store.username(forTokenHash: "h")
+        XCTAssertNil(value10)
     }
 
     // MARK: - Transactions
 
-    func testFailingBatchLeavesNothingApplied() throws {
+    func testFailingBatchLeavesNothingApplied() async throws {
         let store = try open()
-        try store.apply(users("alice"))
+        try await store.apply(users("alice"))
         let session = FollowSession(id: "s_1", owner: "alice", note: nil, startedAt: 1)
-        XCTAssertThrowsError(try store.apply([
+        await assertThrowsAsync { try await store.apply([
             .createUser(UserProfile(username: "bob", name: "Bob"), passwordHash: "h", at: 2),
             .createToken(hash: "t-bob", username: "bob", at: 2),
             .addFriendship("alice", "bob", at: 2),
             .saveSession(session),
             .lastSeen(username: "alice", at: 2),
             .createUser(UserProfile(username: "bob", name: "Bob again"), passwordHash: "h", at: 3),
-        ]))
-        XCTAssertNil(try store.passwordHash(of: "bob"))
-        XCTAssertNil(try store.username(forTokenHash: "t-bob"))
+        ]) }
+        let value11 = try await store.passwordHash(of: "bob")
+        XCTAssertNil(value11)
+        let value12 = try await store.username(forTokenHash: "t-bob")
+        XCTAssertNil(value12)
 
-        let state = try reopenAndLoad(store)
+        let state = try await reopenAndLoad(store)
         XCTAssertEqual(state.users, [UserProfile(username: "alice", name: "Alice")])
         XCTAssertTrue(state.lastSeen.isEmpty)
         XCTAssertTrue(state.friendships.isEmpty)
@@ -300,7 +315,7 @@ final class SQLiteStoreTests: XCTestCase {
 
     // MARK: - Connection settings
 
-    func testDatabaseIsWALWithFullSyncAndForeignKeys() throws {
+    func testDatabaseIsWALWithFullSyncAndForeignKeys() async throws {
         for store in [try open(), try open()] {  // a fresh file, then an existing one
             try store.inspect { db in
                 XCTAssertEqual(try String.fetchOne(db, sql: "PRAGMA journal_mode"), "wal")
@@ -313,15 +328,16 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: path))
     }
 
-    func testInMemoryStore() throws {
+    func testInMemoryStore() async throws {
         let store = try SQLiteStore.inMemory()
-        try store.apply(users("alice", "bob"))
-        try store.apply([.addFriendship("bob", "alice", at: 5), .lastSeen(username: "bob", at: 9)])
-        let state = try store.load()
+        try await store.apply(users("alice", "bob"))
+        try await store.apply([.addFriendship("bob", "alice", at: 5), .lastSeen(username: "bob", at: 9)])
+        let state = try await store.load()
         XCTAssertEqual(state.users.map(\.username), ["alice", "bob"])
         XCTAssertEqual(pairs(state.friendships), ["alice|bob"])
         XCTAssertEqual(state.lastSeen, ["bob": 9])
-        XCTAssertEqual(try store.passwordHash(of: "bob"), "hash-bob")
+        let value13 = try await store.passwordHash(of: "bob")
+        XCTAssertEqual(value13, "hash-bob")
     }
 
     // MARK: - Helpers

@@ -43,7 +43,7 @@ struct FollowCommand: RelayCommand {
                              json: ["type": "following", "session": SessionText.json(accepted), "position": lastPosition?.json ?? .null])
         if let lastPosition {
             printer.print(RelayEvent(kind: .position(PositionReport(from: accepted.owner.username, position: lastPosition)),
-                                     json: .object([("type", "pos"), ("from", .string(accepted.owner.username))] + lastPosition.jsonMembers())))
+                                     json: Event.position(from: accepted.owner.username, lastPosition).json))
         }
         if context.isInteractive { return }
 

@@ -89,7 +89,7 @@ final class AlarmRulesTests: XCTestCase {
         XCTAssertEqual(alarm.deliveredAt, ["bob": now], "only online recipients are delivered at once")
         XCTAssertEqual(outcome.changes, [.saveAlarm(alarm)])
 
-        let json = alarm.json(owner: state.profile("alice"))
+        let json = alarm.info(owner: state.profile("alice")).json
         XCTAssertEqual(json["from"], CoreFixture.user("alice"))
         XCTAssertEqual(json["text"], .string(Alarm.defaultText))
         XCTAssertEqual(json["createdAt"], .int(now))

@@ -6,7 +6,7 @@ import XCTest
 
 final class OutboundQueueTests: XCTestCase {
     private func pos(_ from: String, _ n: Int64) -> EncodedMessage {
-        EncodedMessage(Message.position(from: from, Position(lat: 1, lon: 2, ts: n)), positionFrom: from)
+        EncodedMessage(Event.position(from: from, Position(lat: 1, lon: 2, ts: n)).json, positionFrom: from)
     }
 
     private func event(_ n: Int64) -> EncodedMessage {
@@ -63,7 +63,7 @@ final class OutboundQueueTests: XCTestCase {
     func testEventWithoutPositionFromIsNeverReplacedEvenIfItIsAPosShape() {
         var queue = OutboundQueue()
         // A pos-shaped message not marked droppable (positionFrom nil) must be kept.
-        let unmarked = EncodedMessage(Message.position(from: "alice", Position(lat: 0, lon: 0, ts: 1)))
+        let unmarked = EncodedMessage(Event.position(from: "alice", Position(lat: 0, lon: 0, ts: 1)).json)
         queue.append(unmarked)
         queue.append(unmarked)
         queue.append(pos("alice", 2))

@@ -157,4 +157,42 @@ final class PresenceTableTests: XCTestCase {
         XCTAssertEqual(labels(table.sinks(of: "alice")), ["p", "q"])
         XCTAssertTrue(table.sinks(of: "bob").isEmpty)
     }
+
+    func testMembersWhoComeOnlineLaterReceiveWithoutAnAudienceChange() {
+        let table = PresenceTable()
+        _ = table.attach("alice", DummySink("alice"), now: now)
+        table.setAudience(of: "alice", to: ["bob", "carol"])
+        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty)
+        _ = table.attach("carol", DummySink("carol-phone"), now: now)
+        _ = table.attach("bob", DummySink("bob-phone"), now: now)
+        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), ["bob-phone", "carol-phone"])
+    }
+
+    func testOneMemberInSeveralAudiencesFollowsEachAndLeavesWhenRemoved() {
+        let table = PresenceTable()
+        let bob = DummySink("bob")
+        table.setAudience(of: "alice", to: ["bob"])
+        table.setAudience(of: "dave", to: ["bob"])
+        _ = table.attach("bob", bob, now: now)
+        _ = table.attach("alice", DummySink("alice"), now: now)
+        _ = table.attach("dave", DummySink("dave"), now: now)
+        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), ["bob"])
+        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now)), ["bob"])
+        table.setAudience(of: "alice", to: [])
+        _ = table.detach("bob", bob, now: now)
+        _ = table.attach("bob", bob, now: now)
+        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty,
+                      "bob's reconnect does not bring him back into an audience he left")
+        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now)), ["bob"])
+    }
+
+    func testAudiencesSpanShards() {
+        // With one shard per user at most, every member lives in a different shard than the sender.
+        let table = PresenceTable(shardCount: 64)
+        let members = (0..<40).map { "member\($0)" }
+        for member in members { _ = table.attach(member, DummySink(member), now: now) }
+        _ = table.attach("alice", DummySink("alice"), now: now)
+        table.setAudience(of: "alice", to: Set(members))
+        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), members.sorted())
+    }
 }

@@ -35,7 +35,7 @@ final class SessionRulesTests: XCTestCase {
 
         XCTAssertEqual(outcome.recipients(of: "session.invite"), ["bob", "carol"])
         XCTAssertEqual(outcome.events.count, 2)
-        let json = session.json(owner: state.profile("alice"))
+        let json = session.info(owner: state.profile("alice")).json
         XCTAssertEqual(outcome.sent("session.invite").first?.message, Message.event("session.invite", [("session", json)]))
         XCTAssertEqual(outcome.reply("session"), json)
         XCTAssertEqual(json["owner"], CoreFixture.user("alice"))
@@ -214,7 +214,7 @@ final class SessionRulesTests: XCTestCase {
         let list = state.listSessions("bob")
         XCTAssertEqual(list.replyKeys, ["own", "following", "invites"])
         XCTAssertEqual(list.reply("own")?["sessionId"], .string(bobs))
-        XCTAssertEqual(list.reply("own"), state.sessions[bobs]?.json(owner: state.profile("bob")))
+        XCTAssertEqual(list.reply("own"), state.sessions[bobs]?.info(owner: state.profile("bob")).json)
         XCTAssertEqual(list.reply("following")?.coreTestElements?.map { $0["sessionId"] }, [.string(carols)])
         XCTAssertEqual(list.reply("following")?.coreTestElements?.first?["owner"], CoreFixture.user("carol"))
         XCTAssertEqual(list.reply("invites")?.coreTestElements?.map { $0["sessionId"] }, [.string(alices)])

@@ -8,7 +8,7 @@ final class SafetyExtensionTests: XCTestCase {
     private func walk(options: SessionOptions = SessionOptions(invite: ["bob"]), safety: SafetySettings = SafetySettings())
         async throws -> (SafetyHarness, owner: (RecordingSink, Authentication), observer: (RecordingSink, Authentication), String)
     {
-        let harness = try SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
                                         safety: safety)
         let alice = try await harness.connect("alice")
         let bob = try await harness.connect("bob")

@@ -49,9 +49,9 @@ final class SafetyHarness {
     private var tokens: [String: String] = [:]
     private let wrapStore: (SQLiteStore) -> any RelayStore
 
-    /// `wrapStore` puts something between the relay and its database, such as a `CountingStore`.
+    /// `wrapStore` puts something between the relay and its database, such as an `InstrumentedStore`.
     init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
-         clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 }) throws {
+         clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 }) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
         self.safety = safety
@@ -65,8 +65,8 @@ final class SafetyHarness {
             changes.append(.createToken(hash: Token.hash(token), username: user, at: clock.now))
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
-        try store.apply(changes)
-        relay = try Relay(store: wrapStore(store), safety: safety, clock: clock.function)
+        try await store.apply(changes)
+        relay = try await Relay(store: wrapStore(store), safety: safety, clock: clock.function)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -75,7 +75,7 @@ final class SafetyHarness {
     func restart() async throws {
         await relay.drain()
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
-        relay = try Relay(store: wrapStore(store), safety: safety, clock: clock.function)
+        relay = try await Relay(store: wrapStore(store), safety: safety, clock: clock.function)
         await relay.drain()
     }
 
@@ -120,23 +120,55 @@ extension RelayReply {
     func field(_ key: String) -> JSONValue? { fields.last(where: { $0.0 == key })?.1 }
 }
 
-/// A store that counts the transactions the relay commits.
-final class CountingStore: RelayStore {
+/// A store between the relay and its database that counts the transactions the relay commits and
+/// can fail chosen writes, as a full disk or a lost database connection would.
+final class InstrumentedStore: RelayStore {
+    struct InjectedFailure: Error, CustomStringConvertible {
+        var description: String { "injected storage failure" }
+    }
+
     private let store: SQLiteStore
-    private let applied = Mutex(0)
+    private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
 
     init(_ store: SQLiteStore) { self.store = store }
 
-    var commits: Int { applied.withLock { $0 } }
+    var commits: Int { counts.withLock { $0.commits } }
 
-    func load() throws -> StoredState { try store.load() }
-
-    func apply(_ changes: [StoreChange]) throws {
-        try store.apply(changes)
-        applied.withLock { $0 += 1 }
+    /// Makes the `n`th write from now (1 is the next) fail without applying anything.
+    func failWrite(_ n: Int) {
+        counts.withLock { $0.failuresAhead.append(n) }
     }
 
-    func passwordHash(of username: String) throws -> String? { try store.passwordHash(of: username) }
+    func load() async throws -> StoredState { try await store.load() }
 
-    func username(forTokenHash hash: String) throws -> String? { try store.username(forTokenHash: hash) }
+    func apply(_ changes: [StoreChange]) async throws {
+        let fail = counts.withLock { counts -> Bool in
+            counts.failuresAhead = counts.failuresAhead.map { $0 - 1 }
+            let due = counts.failuresAhead.contains(0)
+            counts.failuresAhead.removeAll { $0 <= 0 }
+            return due
+        }
+        if fail { throw InjectedFailure() }
+        try await store.apply(changes)
+        counts.withLock { $0.commits += 1 }
+    }
+
+    func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
+
+    func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+}
+
+extension SafetyHarness {
+    /// A harness whose relay reaches its database through an `InstrumentedStore`, and that store.
+    static func instrumented(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings())
+        async throws -> (SafetyHarness, InstrumentedStore)
+    {
+        let instrumented = Mutex<InstrumentedStore?>(nil)
+        let harness = try await SafetyHarness(users: users, friends: friends, safety: safety, wrapStore: { store in
+            let wrapped = InstrumentedStore(store)
+            instrumented.withLock { $0 = wrapped }
+            return wrapped
+        })
+        return (harness, try XCTUnwrap(instrumented.withLock { $0 }))
+    }
 }

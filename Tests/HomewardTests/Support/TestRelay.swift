@@ -1,6 +1,8 @@
 import Foundation
+import HomewardCore
 import HomewardProtocol
 import HomewardServer
+import HomewardStorage
 import Logging
 import NIOHTTP1
 import Synchronization
@@ -23,7 +25,9 @@ final class TestRelay: Sendable {
     }
 
     /// Starts a relay in a fresh temporary directory. `configure` may change anything but the data directory.
-    static func start(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
+    /// `wrapStore` puts something between the relay and its database, such as an `InstrumentedStore`.
+    static func start(_ configure: (inout RelayConfiguration) -> Void = { _ in },
+                      wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("homeward-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -35,7 +39,7 @@ final class TestRelay: Sendable {
         configure(&config)
         config.dataDirectory = directory
         do {
-            let running = try await RelayServer(configuration: config, logger: Self.logger).start()
+            let running = try await RelayServer(configuration: config, logger: Self.logger, wrapStore: wrapStore).start()
             return TestRelay(dataDirectory: directory, configuration: config, running: running)
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
@@ -155,8 +159,9 @@ struct TestUser: Sendable {
 /// Base class of the end-to-end tests: a relay per test, removed afterwards.
 class EndToEndTestCase: XCTestCase {
     /// Starts a relay that is stopped (and its directory removed) when the test ends.
-    func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
-        let relay = try await TestRelay.start(configure)
+    func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in },
+                    wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
+        let relay = try await TestRelay.start(configure, wrapStore: wrapStore)
         addTeardownBlock { await relay.stop() }
         return relay
     }

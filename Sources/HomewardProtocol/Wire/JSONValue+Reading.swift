@@ -1,11 +1,11 @@
-import HomewardProtocol
-
-/// Lenient accessors for what the relay sends. Replies are trusted more than requests are on
-/// the relay side: a missing optional member reads as nil instead of failing the whole message.
+/// Lenient accessors for decoding what the relay sends (replies and events). A client trusts the
+/// relay more than the relay trusts a request: a missing optional member reads as nil instead of
+/// failing the whole message. Requests are read strictly, by `Fields`.
 extension JSONValue {
-    func string(_ key: String) -> String? { self[key]?.stringValue }
+    public func string(_ key: String) -> String? { self[key]?.stringValue }
 
-    func int64(_ key: String) -> Int64? {
+    /// An integer member; a whole double (as some encoders write them) counts too.
+    public func int64(_ key: String) -> Int64? {
         switch self[key] {
         case .int(let value)?: return value
         case .double(let value)? where value.rounded() == value && abs(value) < 9e18: return Int64(value)
@@ -13,20 +13,21 @@ extension JSONValue {
         }
     }
 
-    func bool(_ key: String) -> Bool? {
+    public func bool(_ key: String) -> Bool? {
         if case .bool(let value)? = self[key] { return value }
         return nil
     }
 
-    func array(_ key: String) -> [JSONValue] {
+    /// The member `key` when it is an array; empty otherwise.
+    public func array(_ key: String) -> [JSONValue] {
         if case .array(let elements)? = self[key] { return elements }
         return []
     }
 
-    func strings(_ key: String) -> [String] { array(key).compactMap(\.stringValue) }
+    public func strings(_ key: String) -> [String] { array(key).compactMap(\.stringValue) }
 
     /// The member `key` when it is an object; nil for null or absent.
-    func object(_ key: String) -> JSONValue? {
+    public func object(_ key: String) -> JSONValue? {
         if case .object? = self[key] { return self[key] }
         return nil
     }
@@ -40,8 +41,8 @@ extension JSONValue {
 
 extension Position {
     /// Reads a position the relay sent, without substituting a time: a position without `ts` is not one.
-    init?(relayed json: JSONValue) {
-        guard json.int64("ts") != nil, let position = try? Position(from: json, now: 0) else { return nil }
+    public init?(relayed json: JSONValue?) {
+        guard let json, json.int64("ts") != nil, let position = try? Position(from: json, now: 0) else { return nil }
         self = position
     }
 }

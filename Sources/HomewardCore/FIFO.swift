@@ -1,0 +1,24 @@
+/// A first-in, first-out queue with amortised O(1) operations (two stacks), for the relay's
+/// mailbox and waiters, where `Array.removeFirst` would make a storm of commands quadratic.
+struct FIFO<Element> {
+    private var incoming: [Element] = []
+    private var outgoing: [Element] = []
+
+    var isEmpty: Bool { incoming.isEmpty && outgoing.isEmpty }
+    var count: Int { incoming.count + outgoing.count }
+
+    mutating func append(_ element: Element) {
+        incoming.append(element)
+    }
+
+    mutating func popFirst() -> Element? {
+        if outgoing.isEmpty {
+            guard !incoming.isEmpty else { return nil }
+            outgoing = incoming.reversed()
+            incoming.removeAll(keepingCapacity: true)
+        }
+        return outgoing.popLast()
+    }
+}
+
+extension FIFO: Sendable where Element: Sendable {}

@@ -1,0 +1,88 @@
+/// The one encoder of requests (what clients send); the one decoder is `Request.init(type:fields:now:)`.
+extension Request {
+    public var type: String {
+        switch self {
+        case .register: return "register"
+        case .login: return "login"
+        case .hello: return "hello"
+        case .logout: return "logout"
+        case .friendRequest: return "friend.request"
+        case .friendAccept: return "friend.accept"
+        case .friendDecline: return "friend.decline"
+        case .friendRemove: return "friend.remove"
+        case .friendList: return "friend.list"
+        case .userSearch: return "user.search"
+        case .sessionStart: return "session.start"
+        case .sessionCheckin: return "session.checkin"
+        case .sessionInvite: return "session.invite"
+        case .sessionAccept: return "session.accept"
+        case .sessionDecline: return "session.decline"
+        case .sessionLeave: return "session.leave"
+        case .sessionEnd: return "session.end"
+        case .sessionList: return "session.list"
+        case .position: return "pos"
+        case .alarmRaise: return "alarm.raise"
+        case .alarmAck: return "alarm.ack"
+        case .alarmCancel: return "alarm.cancel"
+        case .alarmContacts: return "alarm.contacts"
+        case .ping: return "ping"
+        }
+    }
+
+    /// The request's members after `type` (and `id`); optional ones only when set.
+    public var fields: [(String, JSONValue)] {
+        var fields: [(String, JSONValue)] = []
+        func add(_ key: String, _ value: JSONValue?) {
+            if let value { fields.append((key, value)) }
+        }
+        switch self {
+        case .register(let username, let password, let name):
+            add("username", .string(username))
+            add("password", .string(password))
+            add("name", name.map(JSONValue.string))
+        case .login(let username, let password):
+            add("username", .string(username))
+            add("password", .string(password))
+        case .hello(let token): add("token", .string(token))
+        case .logout, .friendList, .sessionList, .ping: break
+        case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
+             .friendRemove(let username):
+            add("username", .string(username))
+        case .userSearch(let query): add("query", .string(query))
+        case .sessionStart(let options):
+            add("invite", options.invite.map(JSONValue.strings))
+            add("note", options.note.map(JSONValue.string))
+            add("checkInBy", options.checkInBy.map(JSONValue.int))
+            add("destination", options.destination?.json)
+            add("ttl", options.ttl.map(JSONValue.int))
+        case .sessionCheckin(let id, let checkInBy):
+            add("sessionId", .string(id))
+            add("checkInBy", checkInBy.map(JSONValue.int))
+        case .sessionInvite(let id, let invite):
+            add("sessionId", .string(id))
+            add("invite", .strings(invite))
+        case .sessionAccept(let id), .sessionDecline(let id), .sessionLeave(let id), .sessionEnd(let id):
+            add("sessionId", .string(id))
+        case .position(let position): fields = position.jsonMembers()
+        case .alarmRaise(let raise):
+            add("text", raise.text.map(JSONValue.string))
+            add("lat", raise.lat.map(JSONValue.number))
+            add("lon", raise.lon.map(JSONValue.number))
+            add("acc", raise.acc.map(JSONValue.number))
+            add("to", raise.to.map(JSONValue.strings))
+        case .alarmAck(let id): add("alarmId", .string(id))
+        case .alarmCancel(let id, let reason):
+            add("alarmId", .string(id))
+            add("reason", reason.map(JSONValue.string))
+        case .alarmContacts(let usernames): add("usernames", usernames.map(JSONValue.strings))
+        }
+        return fields
+    }
+
+    /// The whole request as sent: `{"type": ..., "id": ..., fields...}`.
+    public func json(id: RequestID? = nil) -> JSONValue {
+        var members: [(String, JSONValue)] = [("type", .string(type))]
+        if let id { members.append(("id", id.json)) }
+        return .object(members + fields)
+    }
+}

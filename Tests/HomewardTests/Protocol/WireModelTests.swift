@@ -1,0 +1,127 @@
+import Foundation
+import HomewardProtocol
+import XCTest
+
+/// The wire model: every request, reply and event survives its own encoder and decoder, the sample
+/// lists cover every type the relay knows, and every JSON example in docs/protocol.md decodes.
+final class WireModelTests: XCTestCase {
+    static let now: Int64 = 1_763_830_000_000
+    static let alice = UserInfo(username: "alice", name: "Alice")
+    static let here = Position(lat: 57.7089, lon: 11.9746, acc: 8, alt: 12.5, spd: 1.4, hdg: 220, batt: 81, ts: now)
+    static let session = SessionInfo(id: "s_1", owner: alice, note: "from the station", startedAt: now,
+                                     observers: ["bob"], invited: ["bob", "carol"], checkInBy: now + 60_000,
+                                     destination: Destination(lat: 57.706, lon: 11.97, radius: 50), expiresAt: now + 3_600_000)
+    static let alarm = AlarmInfo(id: "a_1", from: alice, text: "help at the bridge", position: here, createdAt: now,
+                                 acked: ["bob"], isAutomatic: true)
+
+    static let requests: [Request] = [
+        .register(username: "alice", password: "correct horse", name: "Alice"),
+        .login(username: "alice", password: "correct horse"),
+        .hello(token: "t0k3n"),
+        .logout,
+        .friendRequest(username: "bob"), .friendAccept(username: "bob"), .friendDecline(username: "bob"),
+        .friendRemove(username: "bob"), .friendList, .userSearch(query: "bo"),
+        .sessionStart(SessionOptions(invite: ["bob"], note: "home", checkInBy: now + 60_000,
+                                     destination: Destination(lat: 57.706, lon: 11.97, radius: 50), ttl: 3600)),
+        .sessionCheckin(sessionId: "s_1", checkInBy: now + 120_000),
+        .sessionInvite(sessionId: "s_1", invite: ["carol"]), .sessionAccept(sessionId: "s_1"),
+        .sessionDecline(sessionId: "s_1"), .sessionLeave(sessionId: "s_1"), .sessionEnd(sessionId: "s_1"), .sessionList,
+        .position(here),
+        .alarmRaise(Request.AlarmRaise(text: "help", lat: 57.7, lon: 11.9, acc: 5, to: ["bob"])),
+        .alarmAck(alarmId: "a_1"), .alarmCancel(alarmId: "a_1", reason: "false alarm"),
+        .alarmContacts(usernames: ["bob", "carol"]),
+        .ping,
+    ]
+
+    static let events: [Event] = [
+        .position(from: "alice", here),
+        .friendRequest(from: alice), .friendAdded(alice), .friendDeclined(username: "bob"), .friendRemoved(username: "bob"),
+        .presence(username: "alice", online: false, lastSeen: now),
+        .sessionInvite(session), .sessionAccepted(sessionId: "s_1", by: "bob"), .sessionDeclined(sessionId: "s_1", by: "bob"),
+        .sessionLeft(sessionId: "s_1", by: "bob"), .sessionEnded(sessionId: "s_1", reason: "arrived"),
+        .sessionLost(sessionId: "s_1", lastPosition: here, since: now), .sessionResumed(sessionId: "s_1"),
+        .alarm(alarm, repeat: nil), .alarm(alarm, repeat: 3),
+        .alarmAcked(alarmId: "a_1", by: "bob"), .alarmCancelled(alarmId: "a_1", reason: "false alarm"),
+    ]
+
+    /// Through bytes, as on the wire.
+    private func wire(_ value: JSONValue) throws -> JSONValue {
+        try JSONParser.parse(JSONWriter.string(value))
+    }
+
+    func testEveryRequestRoundTrips() throws {
+        for request in Self.requests {
+            let parsed = IncomingRequest.parse(try wire(request.json(id: .int(7))), now: Self.now)
+            XCTAssertEqual(parsed.id, .int(7))
+            XCTAssertEqual(parsed.type, request.type)
+            XCTAssertEqual(try parsed.result.get(), request, "\(request.type)")
+        }
+        XCTAssertEqual(Set(Self.requests.map(\.type)), Set(MessageTypes.requests), "a request type without a round trip")
+    }
+
+    func testEveryEventRoundTrips() throws {
+        for event in Self.events {
+            XCTAssertEqual(Event(json: try wire(event.json)), event, "\(event.type)")
+        }
+        let eventTypes = Set(MessageTypes.outgoing).subtracting(["ok", "error"])
+        XCTAssertEqual(Set(Self.events.map(\.type)), eventTypes, "an event type without a round trip")
+    }
+
+    func testEveryReplyRoundTrips() throws {
+        func check<Body: ReplyBody & Equatable>(_ body: Body, file: StaticString = #filePath, line: UInt = #line) throws {
+            let reply = try wire(Message.ok(re: .string("r1"), body.fields))
+            XCTAssertEqual(reply["re"], "r1", file: file, line: line)
+            XCTAssertEqual(Body(json: reply), body, "\(Body.self)", file: file, line: line)
+        }
+        let bob = UserInfo(username: "bob", name: "bob")
+        try check(SignInReply(user: Self.alice, token: "t0k3n"))
+        try check(SignInReply(user: Self.alice, token: nil))
+        try check(FriendshipReply(status: .requested))
+        try check(FriendshipReply(status: .friends, user: bob))
+        try check(FriendshipReply(status: .withdrawn))
+        try check(FriendListReply(friends: [FriendInfo(user: bob, online: true, lastSeen: Self.now), FriendInfo(user: Self.alice, online: false, lastSeen: nil)],
+                                  incoming: [bob], outgoing: [Self.alice]))
+        try check(UserSearchReply(users: [Self.alice, bob]))
+        try check(SessionReply(session: Self.session))
+        try check(SessionAcceptReply(session: Self.session, position: Self.here))
+        try check(SessionAcceptReply(session: Self.session, position: nil))
+        try check(SessionListReply(own: Self.session, following: [Self.session], invites: []))
+        try check(SessionListReply(own: nil, following: [], invites: [Self.session]))
+        try check(AlarmRaiseReply(alarm: Self.alarm, recipients: [AlarmRecipient(username: "bob", online: true)]))
+        try check(AlarmContactsReply(usernames: ["bob"]))
+    }
+
+    func testAnEventMissingARequiredMemberIsNotDecoded() throws {
+        XCTAssertNil(Event(json: try JSONParser.parse(#"{"type":"session.accepted","sessionId":"s_1"}"#)))
+        XCTAssertNil(Event(json: try JSONParser.parse(#"{"type":"pos","from":"alice","lat":1,"lon":2}"#)), "a relayed pos has a ts")
+        XCTAssertNil(Event(json: try JSONParser.parse(#"{"type":"future.thing"}"#)))
+    }
+
+    /// Every example in docs/protocol.md is a request the relay accepts, an event clients decode, or a reply.
+    func testEveryJSONExampleInTheProtocolDocDecodes() throws {
+        let doc = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../docs/protocol.md")
+        let text = try String(contentsOf: doc, encoding: .utf8)
+        var examples: [String] = []
+        var inBlock = false
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                inBlock = line.hasPrefix("```json")
+                continue
+            }
+            if inBlock, line.hasPrefix("{") { examples.append(String(line)) }
+        }
+        XCTAssertGreaterThanOrEqual(examples.count, 6, "the doc's examples were not found")
+        for example in examples {
+            let json = try JSONParser.parse(example)
+            switch json.string("type") {
+            case "ok":
+                XCTAssertNotNil(json["re"], example)
+            case "error":
+                XCTAssertNotNil(ErrorCode(rawValue: json.string("code") ?? ""), example)
+            default:
+                let asRequest = try? IncomingRequest.parse(json, now: Self.now).result.get()
+                XCTAssertTrue(asRequest != nil || Event(json: json) != nil, "neither a request nor an event: \(example)")
+            }
+        }
+    }
+}
