@@ -179,6 +179,10 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private func writePendingPong(context: ChannelHandlerContext) {
         guard let payload = pendingPong, !closing, outbound.isEmpty, context.channel.isWritable else { return }
         pendingPong = nil
+        writePong(payload, context: context)
+    }
+
+    private func writePong(_ payload: ByteBuffer, context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: payload)), promise: nil)
         scheduleFlush()
     }
@@ -309,6 +313,11 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     }
 
     private func write(_ message: EncodedMessage, context: ChannelHandlerContext) {
+        // A ping that arrived before this message is answered before it, as a client reading in order expects.
+        if let pong = pendingPong {
+            pendingPong = nil
+            writePong(pong, context: context)
+        }
         if message.type != "pos" { metrics.sent(message.type) }
         if let frameEncoder {
             // WebSocketFrameEncoder cannot prepend a header to a buffer that all recipients share, so it would
