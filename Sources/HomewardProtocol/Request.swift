@@ -141,10 +141,10 @@ public struct IncomingRequest: Sendable {
         guard case .object = value else {
             return IncomingRequest(id: nil, type: "", result: .failure(.badRequest("a message must be a JSON object")))
         }
-        let rawID = value["id"]
-        let id = rawID.flatMap(RequestID.init)
-        if let rawID, rawID != .null, id == nil {
-            return IncomingRequest(id: nil, type: "", result: .failure(.badRequest("id must be a string or an integer")))
+        let id: RequestID?
+        switch RequestID.parse(value["id"]) {
+        case .success(let parsed): id = parsed
+        case .failure(let error): return IncomingRequest(id: nil, type: "", result: .failure(error))
         }
         guard case .string(let type)? = value["type"] else {
             return IncomingRequest(id: id, type: "", result: .failure(.badRequest("type must be a string")))

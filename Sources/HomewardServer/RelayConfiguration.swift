@@ -34,6 +34,12 @@ public struct ConnectionLimits: Sendable {
     public var idleTimeout: Double = 90
     /// Messages other than positions that may wait for a slow client before it is disconnected.
     public var maxOutboundBacklog = 1024
+    /// Bytes of queued messages (positions included) a slow client may pin before it is disconnected.
+    public var maxOutboundBacklogBytes = 4 * 1024 * 1024
+    /// Pings and pongs per second a client may send, with bursts of twice that; more closes with 1008.
+    public var controlFramesPerSecond: Double = 10
+    /// Connections from one IP address that have not signed in yet; more are closed right after accept.
+    public var maxUnauthenticatedPerAddress = 64
     /// Failed `login` or `hello` attempts on one connection before it is closed with 1008.
     public var maxAuthenticationFailures = 5
     /// Seconds a TLS handshake plus HTTP upgrade may take.

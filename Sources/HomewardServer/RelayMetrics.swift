@@ -12,6 +12,8 @@ final class RelayMetrics: Sendable {
     let connections: Meter
     /// Sampled: see `ConnectionLoop.sampleFanoutLatency`.
     let fanoutLatency: Timer
+    /// Connections closed right after accept because their address holds too many unauthenticated ones.
+    let refusedConnections: Counter
     private let messagesIn: [String: Counter]
     private let messagesOut: [String: Counter]
     private let errors: [ErrorCode: Counter]
@@ -23,6 +25,7 @@ final class RelayMetrics: Sendable {
         self.factory = factory
         connections = Meter(label: "homeward_connections", factory: factory)
         fanoutLatency = Timer(label: "homeward_fanout_latency_seconds", factory: factory)
+        refusedConnections = Counter(label: "homeward_connections_refused_total", factory: factory)
         func counters(_ label: String, _ types: [String]) -> [String: Counter] {
             Dictionary(uniqueKeysWithValues: Set(types + [Self.other]).map {
                 ($0, Counter(label: label, dimensions: [("type", $0)], factory: factory))

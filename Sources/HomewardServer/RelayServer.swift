@@ -61,8 +61,9 @@ public struct RelayServer: Sendable {
         let loops = group.makeIterator().map { ConnectionLoop(eventLoop: $0) }
         for loop in loops { loop.start(pingInterval: pingInterval) }
         let connections = ConnectionRegistry(loops: loops)
+        let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
-                                       sslContext: sslContext, logger: logger,
+                                       unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
                                        exposition: { prometheus.emitToBuffer() })
 
         let channel: any Channel
@@ -70,8 +71,17 @@ public struct RelayServer: Sendable {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 1024)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // Out of file descriptors, accept(2) fails at once and the listening socket stays readable: without
+                // a pause the loop would retry in a tight loop, burning a core until some connection closes.
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(AcceptBackoff())
+                    }
+                }
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelOption(.maxMessagesPerRead, value: 16)
+                // At most 4 reads of up to 64 KiB per readiness event: one flooding client cannot hold its loop (and
+                // every other connection on it) for more than a bounded burst before the loop moves on.
+                .childChannelOption(.maxMessagesPerRead, value: 4)
                 // Each channel keeps its receive buffers pooled for its whole life, sized by this allocator; the
                 // default starts at 2 KiB, while an idle client's reads (pings, a position) fit in a few hundred bytes.
                 // It still grows on demand when a read fills the buffer.
@@ -92,7 +102,7 @@ public struct RelayServer: Sendable {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
-                            connections: connections, logger: logger)
+                            connections: connections, unauthenticated: unauthenticated, logger: logger)
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
@@ -117,18 +127,27 @@ public final class RunningRelay: Sendable {
     private let channel: any Channel
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
+    let unauthenticated: UnauthenticatedConnections
     private let logger: Logger
     private let stopping = Mutex<Task<Void, Never>?>(nil)
 
     init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
-         connections: ConnectionRegistry, logger: Logger) {
+         connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections, logger: Logger) {
         self.port = port
         self.devCAPath = devCAPath
         self.channel = channel
         self.group = group
         self.relay = relay
         self.connections = connections
+        self.unauthenticated = unauthenticated
         self.logger = logger
+    }
+
+    /// Whether the listening socket backs off accepting when out of file descriptors (for tests).
+    var backsOffAccepting: Bool {
+        get async {
+            (try? await channel.pipeline.containsHandler(type: AcceptBackoff.self).get()) != nil
+        }
     }
 
     /// Stops accepting, closes every connection with 1001, finishes storage writes, stops the event loops.
@@ -159,6 +178,7 @@ struct PipelineFactory: Sendable {
     let limits: ConnectionLimits
     let metrics: RelayMetrics
     let connections: ConnectionRegistry
+    let unauthenticated: UnauthenticatedConnections
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
@@ -167,7 +187,16 @@ struct PipelineFactory: Sendable {
     static let subprotocol = "homeward.v1"
 
     func configure(_ channel: any Channel) -> EventLoopFuture<Void> {
-        channel.eventLoop.makeCompletedFuture {
+        let address = channel.remoteAddress?.ipAddress ?? "unknown"
+        // Refused before TLS: closing right after accept costs the relay nothing, while a TLS handshake to
+        // send a 429 is the very work a flood of connections wants to cause.
+        guard let slot = unauthenticated.admit(address) else {
+            metrics.refusedConnections.increment()
+            logger.debug("refused a connection: too many unauthenticated from its address", metadata: ["peer": "\(address)"])
+            return channel.eventLoop.makeFailedFuture(ConnectionRefusal.tooManyUnauthenticated(address: address))
+        }
+        channel.closeFuture.whenComplete { _ in slot.release() }
+        return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
             let http = HTTPHandler(metrics: exposition)
@@ -190,7 +219,7 @@ struct PipelineFactory: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let connection = WebSocketConnection(
                             relay: relay, limits: limits, metrics: metrics, loop: connections.loop(for: channel.eventLoop),
-                            logger: logger, peer: channel.remoteAddress?.ipAddress ?? "unknown")
+                            logger: logger, peer: address, unauthenticatedSlot: slot)
                         try channel.pipeline.syncOperations.addHandlers([
                             FrameValidator(),
                             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,

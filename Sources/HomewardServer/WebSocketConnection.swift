@@ -20,6 +20,8 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private let logger: Logger
     let eventLoop: any EventLoop
     private let peer: String
+    /// This connection's place among its address's unauthenticated connections; released on sign-in.
+    private let unauthenticatedSlot: UnauthenticatedConnections.Slot?
 
     // Confined to `eventLoop`.
     private var context: ChannelHandlerContext?
@@ -33,13 +35,22 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     private var closing = false
     private var lastHeard = NIODeadline.now()
     private var bucket: TokenBucket
+    /// Pings and pongs from the client, limited apart from requests: answering a ping costs a write,
+    /// and a client that floods them gets closed rather than answered.
+    private var controlBucket: TokenBucket
+    /// The pong for the latest ping not answered yet. RFC 6455 5.5.3 lets an endpoint answer only the most
+    /// recent ping, so a burst of pings costs one pong, written at the end of the read burst.
+    private var pendingPong: ByteBuffer?
+    /// Reading stops while the client does not take what is written to it (see `channelWritabilityChanged`).
+    private var readingPaused = false
+    private var closeTimer: Scheduled<Void>?
     private var authFailures = 0
     private var authTimer: Scheduled<Void>?
     /// The WebSocket frame encoder's context: messages are written here already framed (see `write`).
     private var frameEncoder: ChannelHandlerContext?
 
     init(relay: Relay, limits: ConnectionLimits, metrics: RelayMetrics, loop: ConnectionLoop,
-         logger: Logger, peer: String) {
+         logger: Logger, peer: String, unauthenticatedSlot: UnauthenticatedConnections.Slot? = nil) {
         self.relay = relay
         self.limits = limits
         self.metrics = metrics
@@ -47,7 +58,9 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         self.logger = logger
         self.eventLoop = loop.eventLoop
         self.peer = peer
+        self.unauthenticatedSlot = unauthenticatedSlot
         self.bucket = TokenBucket(rate: limits.requestsPerSecond, burst: limits.requestsPerSecond * 2)
+        self.controlBucket = TokenBucket(rate: limits.controlFramesPerSecond, burst: limits.controlFramesPerSecond * 2)
     }
 
     // MARK: Life cycle
@@ -75,6 +88,9 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         frameEncoder = nil
         closing = true
         authTimer?.cancel()
+        closeTimer?.cancel()
+        pendingPong = nil
+        unauthenticatedSlot?.release()
         loop.remove(self)
         metrics.connections.decrement()
         if let auth { relay.disconnect(auth.username, sink: self) }
@@ -102,6 +118,8 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             closeNow(.policyViolation, reason: "idle for too long")
             return
         }
+        // A client that does not read its socket gets no more bytes; the idle timeout above ends it.
+        guard context.channel.isWritable else { return }
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0))), promise: nil)
     }
 
@@ -123,9 +141,11 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             metrics.received("binary")
             replyError(ProtocolError(.unsupported, "binary frames are not supported; send JSON in text frames"), to: nil)
         case .ping:
-            var payload = frame.unmaskedData
-            let pong = WebSocketFrame(fin: true, opcode: .pong, data: payload.readSlice(length: payload.readableBytes) ?? payload)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            guard takeControlFrame() else { return }
+            // Replaces an unanswered pong: only the latest ping is answered (RFC 6455 5.5.3).
+            pendingPong = frame.unmaskedData
+        case .pong:
+            _ = takeControlFrame()
         case .connectionClose:
             var payload = frame.unmaskedData
             let code = payload.readInteger(as: UInt16.self)
@@ -139,9 +159,32 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        writePendingPong(context: context)
         // Everything this read burst wrote, to this connection and to the observers of its positions.
         loop.flushAll()
         context.fireChannelReadComplete()
+    }
+
+    /// Counts a ping or pong against its own bucket; over the limit the connection is closed with 1008.
+    private func takeControlFrame() -> Bool {
+        guard controlBucket.take() else {
+            logger.notice("closing a connection that floods control frames", metadata: ["peer": "\(peer)"])
+            closeNow(.policyViolation, reason: "too many control frames")
+            return false
+        }
+        return true
+    }
+
+    /// Writes the pong owed, unless replies wait in the queue (it goes after them) or the client does not read.
+    private func writePendingPong(context: ChannelHandlerContext) {
+        guard let payload = pendingPong, !closing, outbound.isEmpty, context.channel.isWritable else { return }
+        pendingPong = nil
+        writePong(payload, context: context)
+    }
+
+    private func writePong(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: payload)), promise: nil)
+        scheduleFlush()
     }
 
     /// Close codes a peer may send (RFC 6455 section 7.4).
@@ -206,6 +249,7 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
                 authFailures = 0
                 authTimer?.cancel()
                 authTimer = nil
+                unauthenticatedSlot?.release()
             case .signedOut:
                 auth = nil
                 startAuthTimer()
@@ -262,13 +306,18 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
             return
         }
         outbound.append(message)
-        if outbound.nonDroppableCount > limits.maxOutboundBacklog {
+        if outbound.nonDroppableCount > limits.maxOutboundBacklog || outbound.byteCount > limits.maxOutboundBacklogBytes {
             logger.notice("closing a connection that does not keep up", metadata: ["peer": "\(peer)"])
             closeNow(.policyViolation, reason: "too slow to receive messages")
         }
     }
 
     private func write(_ message: EncodedMessage, context: ChannelHandlerContext) {
+        // A ping that arrived before this message is answered before it, as a client reading in order expects.
+        if let pong = pendingPong {
+            pendingPong = nil
+            writePong(pong, context: context)
+        }
         if message.type != "pos" { metrics.sent(message.type) }
         if let frameEncoder {
             // WebSocketFrameEncoder cannot prepend a header to a buffer that all recipients share, so it would
@@ -278,6 +327,10 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         } else {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
         }
+        scheduleFlush()
+    }
+
+    private func scheduleFlush() {
         guard !flushScheduled else { return }
         // One flush for everything written by the same read burst (see `ConnectionLoop`).
         flushScheduled = true
@@ -290,14 +343,28 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
         context?.flush()
     }
 
+    /// Backpressure: while the client does not take what is written to it, nothing more is read from it, so
+    /// a client that sends without reading fills its own socket buffers instead of the relay's memory.
+    /// Reading resumes once everything queued has been handed to the socket.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         while context.channel.isWritable, let message = outbound.popFirst() {
             write(message, context: context)
         }
+        writePendingPong(context: context)
+        if !closing { setReading(context.channel.isWritable && outbound.isEmpty, context: context) }
         context.fireChannelWritabilityChanged()
     }
 
+    private func setReading(_ reading: Bool, context: ChannelHandlerContext) {
+        guard readingPaused == reading else { return }
+        readingPaused = !reading
+        try? context.channel.syncOptions?.setOption(.autoRead, value: reading)
+    }
+
     // MARK: Errors and closing
+
+    /// How long the close frame may take to leave before the connection is dropped without it.
+    static let closeFrameTimeout = TimeAmount.seconds(2)
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch error {
@@ -318,11 +385,21 @@ final class WebSocketConnection: ChannelInboundHandler, ClientSink, @unchecked S
     func closeNow(_ code: CloseCode, reason: String) {
         guard let context, !closing else { return }
         closing = true
+        pendingPong = nil
+        // Nothing the client sends from now on is served; reading it would only cost the loop.
+        setReading(false, context: context)
+        // A client that does not read would never let the close frame through: drop it at once.
+        guard context.channel.isWritable else {
+            context.close(promise: nil)
+            return
+        }
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code.rawValue)
         data.writeString(reason)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
             .whenComplete { _ in loopBound.value.close(promise: nil) }
+        // The frame fits under the write buffer's limit, but the client may stop reading right now.
+        closeTimer = eventLoop.scheduleTask(in: Self.closeFrameTimeout) { loopBound.value.close(promise: nil) }
     }
 }

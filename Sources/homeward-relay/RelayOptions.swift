@@ -48,6 +48,15 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("max-backlog"), help: "Messages (other than positions) queued for a slow client before it is disconnected. [default: 1024]")
     var maxBacklog: Int?
 
+    @Option(name: .customLong("max-backlog-bytes"), help: "Bytes of messages queued for a slow client before it is disconnected. [default: 4194304]")
+    var maxBacklogBytes: Int?
+
+    @Option(name: .customLong("control-frame-rate"), help: "WebSocket pings and pongs per second per connection (bursts of twice that); more closes it with 1008. [default: 10]")
+    var controlFrameRate: Double?
+
+    @Option(name: .customLong("max-unauthenticated-per-address"), help: "Connections from one IP address not yet signed in; more are closed right after accept. [default: 64]")
+    var maxUnauthenticatedPerAddress: Int?
+
     @Option(name: .customLong("login-failures-per-user"), help: "Failed logins per username within 15 minutes before logins are refused. [default: 10]")
     var loginFailuresPerUser: Int?
 
@@ -86,6 +95,9 @@ struct RelayOptions: ParsableArguments {
         config.limits.pingInterval = try env.value(pingInterval, "ping-interval") ?? config.limits.pingInterval
         config.limits.idleTimeout = try env.value(idleTimeout, "idle-timeout") ?? config.limits.idleTimeout
         config.limits.maxOutboundBacklog = try env.value(maxBacklog, "max-backlog") ?? config.limits.maxOutboundBacklog
+        try env.override(&config.limits.maxOutboundBacklogBytes, maxBacklogBytes, "max-backlog-bytes")
+        try env.override(&config.limits.controlFramesPerSecond, controlFrameRate, "control-frame-rate")
+        try env.override(&config.limits.maxUnauthenticatedPerAddress, maxUnauthenticatedPerAddress, "max-unauthenticated-per-address")
         config.relayLimits.maxConnectionsPerUser =
             try env.value(maxConnectionsPerUser, "max-connections-per-user") ?? config.relayLimits.maxConnectionsPerUser
         config.relayLimits.loginFailuresPerUsername =
@@ -113,11 +125,17 @@ struct RelayOptions: ParsableArguments {
         }
         guard config.limits.maxMessageBytes >= 1024 else { throw ValidationError("max-message-bytes must be at least 1024") }
         guard config.limits.authenticationTimeout > 0, config.limits.pingInterval > 0, config.limits.idleTimeout > 0,
-              config.limits.requestsPerSecond > 0 else {
+              config.limits.requestsPerSecond > 0, config.limits.controlFramesPerSecond > 0 else {
             throw ValidationError("timeouts, intervals and rates must be positive")
         }
         guard config.safety.lostContactGrace > 0, config.safety.alarmRepeatInterval > 0, config.safety.alarmRepeatMax >= 0 else {
             throw ValidationError("lost-contact-grace and alarm-repeat-interval must be positive, alarm-repeat-max at least 0")
+        }
+        guard config.limits.maxOutboundBacklog >= 1, config.limits.maxOutboundBacklogBytes >= config.limits.maxMessageBytes else {
+            throw ValidationError("max-backlog must be at least 1 and max-backlog-bytes at least max-message-bytes")
+        }
+        guard config.limits.maxUnauthenticatedPerAddress >= 1 else {
+            throw ValidationError("max-unauthenticated-per-address must be at least 1")
         }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
         guard config.eventLoopThreads >= 1 else { throw ValidationError("threads must be at least 1") }
@@ -138,6 +156,11 @@ struct EnvironmentReader {
         guard let raw = values[name], !raw.isEmpty else { return nil }
         guard let parsed = T(raw) else { throw ValidationError("\(name)='\(raw)' is not a valid value for --\(option)") }
         return parsed
+    }
+
+    /// Replaces `setting` (its default) with the flag or variable for `option`, when one is given.
+    func override<T: LosslessStringConvertible>(_ setting: inout T, _ flag: T?, _ option: String) throws {
+        if let given = try value(flag, option) { setting = given }
     }
 }
 

@@ -51,7 +51,14 @@ EXPECTED: dict[str, dict] = {
     "tls.garbage": dict(close="closed", error=None, where="handshake", note="garbage instead of a TLS ClientHello: connection closed, no HTTP"),
     "tls.slow_handshake": dict(close="closed-by-timeout", error=None, where="handshake", note="TLS + HTTP upgrade sent one byte a second: closed by the relay after the 10 s handshake timeout"),
     "tls.half_open": dict(close="closed-by-timeout", error=None, where="handshake", note="many TCP connections that never speak, and TLS connections that never send HTTP: closed after 10 s"),
+    # ---------------------------------------------------------------- control-frame floods and slow readers
+    "control.ping_flood_unread": dict(close="closed", error=None, where="control", note="empty masked pings in a tight loop for 2 s, never reading, before signing in: closed by the relay (1008, or dropped when the close frame cannot be written); RSS grows < 64 MB; an unrelated pair's alarm arrives within 0.5 s (before the fix: ~1 GB in 3 s, alarms after 3.6-4.9 s)"),
+    "control.ping_flood_read": dict(close={1008}, error=None, where="control", note="the same flood from a client that reads its pongs: close 1008 (at most one pong per read burst; before the fix +420 MB)"),
+    "control.pong_flood_unread": dict(close="closed", error=None, where="control", note="unsolicited masked pongs in a tight loop, never reading: closed like a ping flood"),
+    "control.mixed_flood_read": dict(close={1008}, error=None, where="control", note="pings and pongs alternating, reading: close 1008"),
+    "control.long_ids_unread": dict(close="closed-or-open", error=None, where="control", note="4 signed-in connections each sending 256 requests with a 60 KB id and never reading: each is answered `bad_request` without `re`; RSS grows < 64 MB and is given back; an unrelated alarm arrives within 1 s (the reported attack, 16 x 1024 such requests: 870 MB, kept after close)"),
     # ---------------------------------------------------------------- message level
+    "msg.long_id": dict(close=OPEN, error="bad_request", where="message", note="string `id` over 128 bytes (129 B, 129 B of 3-byte characters, 60 KB): `bad_request` without `re`; 128 bytes is echoed"),
     "msg.not_json": dict(close=OPEN, error="bad_request", where="message", note="not JSON (garbage, trailing data, comments, single quotes, BOM, trailing comma)"),
     "msg.not_object": dict(close=OPEN, error="bad_request", where="message", note="JSON that is not an object"),
     "msg.nan_infinity": dict(close=OPEN, error="bad_request", where="message", note="NaN / Infinity / -Infinity literals"),
@@ -103,7 +110,8 @@ def markdown_table() -> str:
         if isinstance(v, set):
             return " or ".join(str(c) for c in sorted(v))
         return {"http-4xx": "HTTP 4xx, closed, no 101", "no-101": "no 101", "closed": "closed",
-                "closed-by-timeout": "closed by relay (handshake timeout 10 s)", "oracle": "per rules above"}[v]
+                "closed-by-timeout": "closed by relay (handshake timeout 10 s)",
+                "closed-or-open": "closed or open (memory is what is checked)", "oracle": "per rules above"}[v]
 
     def err_text(v):
         if v is None:

@@ -138,4 +138,35 @@ final class OutboundQueueTests: XCTestCase {
         XCTAssertEqual(queue.nonDroppableCount, 0)
         XCTAssertEqual(drain(&queue), ["pos alice 1000", "pos bob 1000"])
     }
+
+    func testByteCountFollowsAppendsReplacementsAndPops() {
+        var queue = OutboundQueue()
+        let first = pos("alice", 1), reply = event(1), newer = pos("alice", 22_222)
+        queue.append(first)
+        queue.append(reply)
+        XCTAssertEqual(queue.byteCount, first.framed.readableBytes + reply.framed.readableBytes)
+        queue.append(newer)
+        XCTAssertEqual(queue.byteCount, newer.framed.readableBytes + reply.framed.readableBytes,
+                       "a replaced position no longer counts")
+        _ = queue.popFirst()
+        XCTAssertEqual(queue.byteCount, reply.framed.readableBytes)
+        _ = queue.popFirst()
+        XCTAssertEqual(queue.byteCount, 0)
+    }
+
+    func testStorageGrownByAStormIsReleasedOnceDrained() {
+        var queue = OutboundQueue()
+        for n in 0..<5000 {
+            queue.append(event(Int64(n)))
+            queue.append(pos("sender\(n)", Int64(n)))
+        }
+        XCTAssertGreaterThan(queue.capacity.items, 10_000)
+        while queue.popFirst() != nil {}
+        XCTAssertLessThanOrEqual(queue.capacity.items, OutboundQueue.retainedCapacity)
+        XCTAssertLessThanOrEqual(queue.capacity.positions, OutboundQueue.retainedCapacity)
+        // Still works after the reset, replacement included.
+        queue.append(pos("alice", 1))
+        XCTAssertTrue(queue.append(pos("alice", 2)))
+        XCTAssertEqual(drain(&queue), ["pos alice 2"])
+    }
 }

@@ -82,6 +82,20 @@ final class RequestParsingTests: XCTestCase {
         }
     }
 
+    func testStringIDsAreLimitedTo128BytesAndALongerOneIsNotEchoed() {
+        let longest = String(repeating: "i", count: RequestID.maxStringBytes)
+        XCTAssertEqual(incoming(#"{"type":"ping","id":""# + longest + #""}"#).id, .string(longest))
+        // 43 three-byte characters: 129 bytes though only 43 characters. The limit is in bytes, what the relay holds.
+        for tooLong in [longest + "i", String(repeating: "\u{20AC}", count: 43)] {
+            let text = #"{"type":"ping","id":""# + tooLong + #""}"#
+            let parsed = incoming(text)
+            XCTAssertNil(parsed.id, "a too-long id is not echoed as re")
+            assertRefused(text)
+            guard case .failure(let error) = parsed.result else { continue }
+            XCTAssertTrue(error.message.contains("128 bytes"), error.message)
+        }
+    }
+
     func testMissingTypeIsBadRequest() {
         let parsed = incoming(#"{"id":3,"username":"bob"}"#)
         XCTAssertEqual(parsed.id, .int(3), "the id is still echoed")
