@@ -12,7 +12,9 @@ import NIOPosix
 /// messages for it, and one flush per written connection, coalescing everything the connection got
 /// from the burst into one `write(2)`.
 ///
-/// Confined to `eventLoop`: every method but `start` is called on it.
+/// `@unchecked Sendable`: handles on every loop hold their `ConnectionLoop`, but its state is confined
+/// to `eventLoop` (every method but `start` and `eventLoop` preconditions that it runs there), as a
+/// channel handler's is. A `NIOLoopBoundBox` per field would check the same thing once per access.
 final class ConnectionLoop: @unchecked Sendable {
     /// The `ConnectionLoop` of the event loop running on the calling thread, if any.
     static let current = ThreadSpecificVariable<ConnectionLoop>()
@@ -31,7 +33,7 @@ final class ConnectionLoop: @unchecked Sendable {
 
     struct Batch: Sendable {
         let loop: ConnectionLoop
-        var deliveries: [(WebSocketConnection, EncodedMessage)]
+        var deliveries: [(ConnectionHandle, EncodedMessage)]
     }
 
     init(eventLoop: any EventLoop) {
@@ -43,35 +45,36 @@ final class ConnectionLoop: @unchecked Sendable {
     func start(pingInterval: TimeAmount) {
         eventLoop.execute { Self.current.currentValue = self }
         eventLoop.scheduleRepeatedTask(initialDelay: pingInterval, delay: pingInterval) { _ in
+            self.eventLoop.preconditionInEventLoop()
             for connection in self.connections.values { connection.keepaliveTick() }
         }
     }
 
     func add(_ connection: WebSocketConnection) {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         connections[ObjectIdentifier(connection)] = connection
     }
 
     func remove(_ connection: WebSocketConnection) {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         connections.removeValue(forKey: ObjectIdentifier(connection))
     }
 
     var connectionCount: Int {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         return connections.count
     }
 
     /// Sends every connection on this loop a close frame with `code`; each leaves once it is closed.
     func closeAll(_ code: CloseCode, reason: String) {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         for connection in connections.values { connection.closeNow(code, reason: reason) }
     }
 
     /// Whether to time this position's fan-out: one in `fanoutSampleInterval`, counted per loop
     /// without a lock.
     func sampleFanoutLatency() -> Bool {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         positionsSinceSample += 1
         guard positionsSinceSample >= Self.fanoutSampleInterval else { return false }
         positionsSinceSample = 0
@@ -80,14 +83,14 @@ final class ConnectionLoop: @unchecked Sendable {
 
     /// Flushes `connection` in the next pass.
     func flushLater(_ connection: WebSocketConnection) {
-        eventLoop.assertInEventLoop()
+        eventLoop.preconditionInEventLoop()
         schedulePass()
         unflushed.append(connection)
     }
 
     /// Hands `message` to `connection`, which lives on another loop, in the next pass.
-    func forward(_ message: EncodedMessage, to connection: WebSocketConnection) {
-        eventLoop.assertInEventLoop()
+    func forward(_ message: EncodedMessage, to connection: ConnectionHandle) {
+        eventLoop.preconditionInEventLoop()
         schedulePass()
         let target = connection.loop
         if let index = outbox.firstIndex(where: { $0.loop === target }) {
@@ -102,6 +105,7 @@ final class ConnectionLoop: @unchecked Sendable {
     /// would hold the first position of a busy turn until every other socket's reads had been served.
     /// Writes that no read burst on this loop caused get a pass at the end of the turn.
     func flushAll() {
+        eventLoop.preconditionInEventLoop()
         if !outbox.isEmpty {
             for batch in outbox {
                 batch.loop.eventLoop.execute { batch.loop.receive(batch.deliveries) }
@@ -115,8 +119,8 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     /// A batch from another loop: the same order as it was sent in, flushed at once.
-    private func receive(_ deliveries: [(WebSocketConnection, EncodedMessage)]) {
-        for (connection, message) in deliveries { connection.enqueue(message) }
+    private func receive(_ deliveries: [(ConnectionHandle, EncodedMessage)]) {
+        for (connection, message) in deliveries { connection.deliver(message) }
         flushAll()
     }
 

@@ -52,6 +52,8 @@ struct ConnectionStateMachine {
     private(set) var auth: Authentication?
     /// A close frame went out or the channel is gone: nothing more is served.
     private(set) var isClosing = false
+    /// A request is with the relay; its answer is still to come (`served`).
+    var isServing: Bool { busy }
     /// A request is with the relay. Others wait in `waiting`, so replies come back in request order and
     /// a request sent right after `login` is served as the signed-in user.
     private var busy = false

@@ -129,6 +129,8 @@ final class InstrumentedStore: RelayStore {
 
     private let store: SQLiteStore
     private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
+    /// While held, token look-ups wait: a sign-in stays with the relay until `releaseReads`.
+    private let readGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
 
     init(_ store: SQLiteStore) { self.store = store }
 
@@ -155,7 +157,29 @@ final class InstrumentedStore: RelayStore {
 
     func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
 
-    func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+    func username(forTokenHash hash: String) async throws -> String? {
+        await withCheckedContinuation { continuation in
+            let pass = readGate.withLock { gate in
+                if gate.held { gate.waiting.append(continuation) }
+                return !gate.held
+            }
+            if pass { continuation.resume() }
+        }
+        return try await store.username(forTokenHash: hash)
+    }
+
+    func holdReads() {
+        readGate.withLock { $0.held = true }
+    }
+
+    func releaseReads() {
+        let waiting = readGate.withLock { gate in
+            gate.held = false
+            defer { gate.waiting.removeAll() }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 }
 
 extension SafetyHarness {
