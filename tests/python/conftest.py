@@ -146,6 +146,8 @@ class Relay:
             )
         env = dict(os.environ)
         env.setdefault("HOMEWARD_PBKDF2_ITERATIONS", "210000")
+        # Every test connects from 127.0.0.1; test_accounts.py sets the limit where it tests it.
+        env.setdefault("HOMEWARD_REGISTRATIONS_PER_ADDRESS", "0")
         self._log_file = open(self.log_path, "ab", buffering=0)
         self._log_file.write(f"\n===== starting relay on port {self.port} at {time.ctime()}\n".encode())
         self.proc = subprocess.Popen(

@@ -5,8 +5,9 @@ import HomewardProtocol
 struct FriendsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "friends",
-        abstract: "Ask, accept, decline and remove friends; list and search.",
-        subcommands: [List.self, Request.self, Accept.self, Decline.self, Remove.self, Search.self],
+        abstract: "Ask, accept, decline and remove friends; list and search; block people.",
+        subcommands: [List.self, Request.self, Accept.self, Decline.self, Remove.self, Search.self,
+                      Block.self, Unblock.self, Blocks.self],
         defaultSubcommand: List.self)
 
     @OptionGroup var global: GlobalOptions
