@@ -34,6 +34,7 @@ extension RelayState {
         dropRequest(from: requester, to: actor, into: &outcome)
         dropRequest(from: actor, to: requester, into: &outcome)
         link(actor, requester)
+        requestNotices.forget(actor, requester)
         outcome.changes.append(.addFriendship(actor, requester, at: now))
         outcome.send(.friendAdded(profile(requester)), to: actor)
         outcome.send(.friendAdded(profile(actor)), to: requester)

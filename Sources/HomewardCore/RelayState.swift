@@ -63,9 +63,9 @@ public struct RelayState: Sendable {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
-        // Not stored either: a failed write must not reset who may search or ring whom.
+        // Not stored either: a failed write must not reset who may search. (Friend request notices do
+        // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
-        fresh.requestNotices = requestNotices
         return fresh
     }
 

@@ -41,6 +41,13 @@ final class BlockingRulesTests: XCTestCase {
         XCTAssertTrue(state.areFriends("alice", "bob"))
     }
 
+    func testFriendsWhoPartedAskAgainAsAnyoneWould() throws {
+        var state = CoreFixture.state(Self.users, friends: [("alice", "bob")])
+        _ = try state.removeFriend("alice", "bob")
+        let again = try state.requestFriend("alice", "bob", now: now + 1)
+        XCTAssertEqual(again.recipients(of: "friend.request"), ["bob"], "the accepted request cleared the cooldown")
+    }
+
     func testTheCooldownEndsAndOtherPairsAreNotAffected() throws {
         var state = CoreFixture.state(Self.users)
         _ = try state.requestFriend("bob", "alice", now: now)
