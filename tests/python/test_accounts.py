@@ -103,3 +103,20 @@ async def test_registrations_per_address_are_limited(register_limited_relay):
         await c.err("register", "rate_limited", username=unique_username("rgc"), password=PASSWORD)
     finally:
         await hw.aclose()
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--token-lifetime", "0"], {}, "token-lifetime"),
+    (["--token-lifetime", "-3"], {}, "token-lifetime"),
+    ([], {"HOMEWARD_TOKEN_LIFETIME": "soon"}, "HOMEWARD_TOKEN_LIFETIME"),
+    (["--registrations-per-address", "-1"], {}, "registrations-per-address"),
+    ([], {"HOMEWARD_REGISTRATIONS_PER_ADDRESS": "many"}, "HOMEWARD_REGISTRATIONS_PER_ADDRESS"),
+])
+def test_bad_account_limits_refuse_to_start(relay_binary, tmp_path, args, env, needle):
+    import os
+    import subprocess
+    full_env = {**os.environ, "HOMEWARD_REGISTRATIONS_PER_ADDRESS": "", **env}
+    proc = subprocess.run([relay_binary, "--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path), *args],
+                          env=full_env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0, proc
+    assert needle in proc.stderr, proc.stderr
