@@ -273,12 +273,22 @@ def relay(relay_binary, tmp_path_factory):
     r.stop()
 
 
+@contextlib.contextmanager
+def started_relay(relay_binary: str, workdir: Path, *extra_args: str):
+    """A relay of its own with extra flags (limits), stopped when the block ends."""
+    r = Relay(relay_binary, workdir)
+    r.extra_args = list(extra_args)
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
 @pytest.fixture
 def own_relay(relay_binary, tmp_path_factory):
-    r = Relay(relay_binary, tmp_path_factory.mktemp("own-relay"))
-    r.start()
-    yield r
-    r.stop()
+    with started_relay(relay_binary, tmp_path_factory.mktemp("own-relay")) as r:
+        yield r
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PASSWORD, Harness, Relay, by_name, unique_username
+from conftest import PASSWORD, Harness, by_name, started_relay, unique_username
 
 
 async def test_login_with_nul_in_the_username_is_wrong_credentials(hw):
@@ -88,11 +88,8 @@ async def test_search_needs_three_characters(hw):
 
 @pytest.fixture
 def register_limited_relay(relay_binary, tmp_path_factory):
-    r = Relay(relay_binary, tmp_path_factory.mktemp("register-limited"))
-    r.extra_args = ["--registrations-per-address", "2"]
-    r.start()
-    yield r
-    r.stop()
+    with started_relay(relay_binary, tmp_path_factory.mktemp("register-limited"), "--registrations-per-address", "2") as r:
+        yield r
 
 
 async def test_registrations_per_address_are_limited(register_limited_relay):
