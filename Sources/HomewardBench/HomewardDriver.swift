@@ -121,7 +121,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
             "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir,
             "--pbkdf2-iterations", "210000", "--log-level", "info",
             "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
-            "--alarm-repeat-interval", "3600", "--auth-timeout", "60",
+            "--alarm-repeat-interval", "3600", "--auth-timeout", "60", "--registrations-per-address", "0",
         ] + extraArguments
         process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
     }

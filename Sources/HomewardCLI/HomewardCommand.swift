@@ -11,7 +11,7 @@ public struct HomewardCommand: AsyncParsableCommand {
             $XDG_CONFIG_HOME/homeward or ~/.config/homeward, readable by you only), so later commands need none of them.
             """,
         subcommands: [
-            RegisterCommand.self, LoginCommand.self, LogoutCommand.self, WhoamiCommand.self,
+            RegisterCommand.self, LoginCommand.self, LogoutCommand.self, WhoamiCommand.self, SessionsCommand.self,
             FriendsCommand.self, ShareCommand.self, FollowCommand.self, WatchCommand.self,
             CheckinCommand.self, PosCommand.self, WalkCommand.self,
             PanicCommand.self, AckCommand.self, CancelCommand.self, ContactsCommand.self,

@@ -21,9 +21,19 @@ extension RelayClient {
         return reply.user
     }
 
-    /// Revokes the token; the connection stays open, signed out.
-    public func logout() async throws(RelayClientError) {
-        try await request(.logout)
+    /// Revokes the token (with `all`, every token of the account); the connection stays open, signed out.
+    public func logout(all: Bool = false) async throws(RelayClientError) {
+        try await request(all ? .logoutAll : .logout)
+    }
+
+    /// The account's signed-in devices (tokens), oldest first.
+    public func deviceSessions() async throws(RelayClientError) -> [DeviceSession] {
+        try await request(.authSessions, as: DeviceSessionsReply.self).sessions
+    }
+
+    /// Revokes one of the account's tokens by the id `deviceSessions()` lists.
+    public func revokeDeviceSession(_ id: String) async throws(RelayClientError) {
+        try await request(.authRevoke(tokenId: id))
     }
 
     /// A round trip. Requests on a connection are served in order, so when this returns every
@@ -66,6 +76,20 @@ extension RelayClient {
     /// Users whose name starts with `prefix` (at most 20).
     public func searchUsers(_ prefix: String) async throws(RelayClientError) -> [User] {
         try await request(.userSearch(query: prefix), as: UserSearchReply.self).users
+    }
+
+    /// Blocks `username`: ends a friendship with them, and their friend requests no longer reach us.
+    public func blockUser(_ username: String) async throws(RelayClientError) {
+        try await request(.userBlock(username: username))
+    }
+
+    public func unblockUser(_ username: String) async throws(RelayClientError) {
+        try await request(.userUnblock(username: username))
+    }
+
+    public func blockedUsers() async throws(RelayClientError) -> [User] {
+        // The same shape as a search's reply: `users`.
+        try await request(.userBlocks, as: UserSearchReply.self).users
     }
 
     // MARK: Sessions

@@ -33,6 +33,8 @@ public actor Relay {
     private var state: RelayState
     private var usernameFailures: LoginThrottle
     private var addressFailures: LoginThrottle
+    /// Accounts created per client address (counted like failed logins: a sliding window).
+    private var registrations: LoginThrottle
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -70,6 +72,7 @@ public actor Relay {
         self.state = state
         self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
+        self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
@@ -200,6 +203,9 @@ public actor Relay {
                              done: @escaping Completion) async {
         switch request {
         case .register(let username, let password, let name):
+            guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
+                return done(.failure(.rateLimited("too many new accounts from this address; try again later")))
+            }
             // Checked here as well as after hashing so that a taken name costs no hashing.
             guard state.users[username] == nil else { return done(.failure(.conflict("username \(username) is taken"))) }
             checkPassword(peer: peer, previous: auth, sink: sink, done: done) { hasher in
@@ -251,8 +257,9 @@ public actor Relay {
                 var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                outcome.changes.append(.createToken(hash: auth.tokenHash, username: username, at: now))
+                outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
                 try await persist(outcome.changes)
+                registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
             case .verified(let username, let valid):
@@ -265,7 +272,7 @@ public actor Relay {
                 try checkConnectionLimit(username, previous: previous)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                try await persist([.createToken(hash: auth.tokenHash, username: username, at: now)])
+                try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 await signIn(auth, previous: previous, sink: sink,
                              reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
             }
@@ -277,10 +284,9 @@ public actor Relay {
     private func hello(token: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion) async {
         let hash = Token.hash(token)
         do throws(RelayError) {
-            let username: String?
-            do { username = try await store.username(forTokenHash: hash) } catch { throw .storage("\(error)") }
-            guard let username, state.users[username] != nil else { throw .unauthenticated("unknown or revoked token") }
+            let (username, used) = try state.useToken(hash, now: clock(), lifetime: limits.tokenLifetime)
             try checkConnectionLimit(username, previous: previous)
+            try await persist(used)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
                          reply: SignInReply(user: state.profile(username), token: nil).fields, done: done)
         } catch {
@@ -357,8 +363,8 @@ public actor Relay {
             var outcome: Outcome
             var authChange = RelayReply.AuthChange.unchanged
             switch request {
-            case .logout:
-                try await persist([.revokeToken(hash: auth.tokenHash)])
+            case .logout, .logoutAll:
+                try await persist(state.logOut(user, token: auth.tokenHash, all: request == .logoutAll).changes)
                 detach(user, sink)
                 authChange = .signedOut
                 outcome = Outcome()
@@ -367,7 +373,12 @@ public actor Relay {
             case .friendDecline(let other): outcome = try state.declineFriend(user, other)
             case .friendRemove(let other): outcome = try state.removeFriend(user, other)
             case .friendList: outcome = state.friendList(user, presence: presence)
-            case .userSearch(let query): outcome = state.searchUsers(query)
+            case .userSearch(let query): outcome = try state.searchUsers(user, query, now: now)
+            case .userBlock(let other): outcome = try state.block(user, other, now: now)
+            case .userUnblock(let other): outcome = try state.unblock(user, other)
+            case .userBlocks: outcome = state.blockList(user)
+            case .authSessions: outcome = state.tokenList(user, current: auth.tokenHash, now: now, lifetime: limits.tokenLifetime)
+            case .authRevoke(let id): outcome = try state.revokeToken(user, id: id)
             case .sessionStart(let options): outcome = try state.startSession(user, options, now: now)
             case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
             case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)

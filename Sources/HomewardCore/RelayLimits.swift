@@ -5,6 +5,11 @@ public struct RelayLimits: Sendable {
     public var loginFailuresPerUsername = 10
     public var loginFailuresPerAddress = 50
     public var loginFailureWindow: Int64 = 15 * 60 * 1000
+    /// Accounts one client address may create within `registrationWindow`; 0 for no limit.
+    public var registrationsPerAddress = 10
+    public var registrationWindow: Int64 = 60 * 60 * 1000
+    /// How long a sign-in token stays valid after its last use (sliding: each `hello` extends it).
+    public var tokenLifetime: Int64 = 30 * 24 * 3600 * 1000
     /// Password hashes computed at once; more registrations or logins wait their turn.
     public var concurrentPasswordHashes = 4
 

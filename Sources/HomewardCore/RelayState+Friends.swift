@@ -6,16 +6,22 @@ extension RelayState {
         try requireUser(target)
         guard !areFriends(actor, target) else { throw .conflict("already friends with \(target)") }
         guard !(outgoing[actor]?.contains(target) ?? false) else { throw .conflict("already asked \(target)") }
+        guard !hasBlocked(actor, target) else { throw .conflict("you blocked \(target); unblock them first") }
         var outcome = Outcome()
         if incoming[actor]?.contains(target) ?? false {
             // They asked us first: asking back is accepting.
             return try acceptFriend(actor, target, now: now)
         }
-        incoming[target, default: []].insert(actor)
         outgoing[actor, default: []].insert(target)
         outcome.changes.append(.addFriendRequest(from: actor, to: target, at: now))
-        outcome.send(.friendRequest(from: profile(actor)), to: target)
         outcome.reply = FriendshipReply(status: .requested).fields
+        // A blocked requester gets the same answer and sees the request in its own list; the target never hears of it.
+        guard !hasBlocked(target, actor) else { return outcome }
+        incoming[target, default: []].insert(actor)
+        // Asking, withdrawing and asking again pushes one event per cooldown; the rest wait in the target's list.
+        if requestNotices.shouldNotify(from: actor, to: target, now: now) {
+            outcome.send(.friendRequest(from: profile(actor)), to: target)
+        }
         return outcome
     }
 
@@ -28,6 +34,7 @@ extension RelayState {
         dropRequest(from: requester, to: actor, into: &outcome)
         dropRequest(from: actor, to: requester, into: &outcome)
         link(actor, requester)
+        requestNotices.forget(actor, requester)
         outcome.changes.append(.addFriendship(actor, requester, at: now))
         outcome.send(.friendAdded(profile(requester)), to: actor)
         outcome.send(.friendAdded(profile(actor)), to: requester)
@@ -81,17 +88,30 @@ extension RelayState {
     }
 
     public static let searchLimit = 20
+    /// Searches one user may make per window: enough to find friends, too few to walk every prefix.
+    public static let searchesPerWindow = 30
+    public static let searchWindow: Int64 = 15 * 60 * 1000
 
-    public func searchUsers(_ query: String) -> Outcome {
+    /// Users whose name starts with `query`. The query is a username prefix of at least 3 characters,
+    /// so that an empty or one-letter query cannot list the accounts 20 at a time. Checked here rather
+    /// than when parsing so that an unauthenticated search is still answered `unauthenticated`.
+    public mutating func searchUsers(_ actor: String, _ query: String, now: Int64) throws(RelayError) -> Outcome {
+        do { _ = try Username.normalize(query, field: "query") } catch { throw .invalid(error.message) }
+        guard !searches.isBlocked(actor, now: now) else {
+            throw .rateLimited("more than \(Self.searchesPerWindow) searches in 15 minutes; try again later")
+        }
+        searches.recordFailure(actor, now: now)
         var outcome = Outcome()
         let matches = users.keys.filter { $0.hasPrefix(query) }.sorted().prefix(Self.searchLimit)
         outcome.reply = UserSearchReply(users: matches.map(profile)).fields
         return outcome
     }
 
-    private mutating func dropRequest(from: String, to: String, into outcome: inout Outcome) {
-        guard incoming[to]?.remove(from) != nil else { return }
-        outgoing[from]?.remove(to)
+    /// Forgets a pending request; one hidden from a blocker is only in `outgoing`.
+    mutating func dropRequest(from: String, to: String, into outcome: inout Outcome) {
+        let wasIncoming = incoming[to]?.remove(from) != nil
+        let wasOutgoing = outgoing[from]?.remove(to) != nil
+        guard wasIncoming || wasOutgoing else { return }
         outcome.changes.append(.removeFriendRequest(from: from, to: to))
     }
 

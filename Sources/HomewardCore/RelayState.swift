@@ -12,6 +12,16 @@ public struct RelayState: Sendable {
     var incoming: [String: Set<String>] = [:]
     var outgoing: [String: Set<String>] = [:]
     var contacts: [String: [String]] = [:]
+    /// Who each user has blocked. A request from a blocked user is kept only on its sender's side
+    /// (`outgoing`), so the sender sees what an ignored request looks like and the blocker sees nothing.
+    var blocked: [String: Set<String>] = [:]
+    /// Recent `user.search` requests per user (counted like failed logins: a sliding window).
+    var searches = LoginThrottle(limit: RelayState.searchesPerWindow, window: RelayState.searchWindow)
+    /// Sign-in tokens by hash, and each user's.
+    var tokens: [String: IssuedToken] = [:]
+    var tokensByUser: [String: Set<String>] = [:]
+    /// When each requester last made the relay push a `friend.request` event to each target.
+    var requestNotices = FriendRequestNotices()
     public internal(set) var sessions: [String: FollowSession] = [:]
     var sessionByOwner: [String: String] = [:]
     var sessionsByInvitee: [String: Set<String>] = [:]
@@ -35,10 +45,12 @@ public struct RelayState: Sendable {
         self.init(makeID: makeID)
         for user in stored.users { users[user.username] = user }
         for (a, b) in stored.friendships { link(a, b) }
+        for (blocker, blockedUser) in stored.blocks { blocked[blocker, default: []].insert(blockedUser) }
         for request in stored.friendRequests {
-            incoming[request.to, default: []].insert(request.from)
+            if !hasBlocked(request.to, request.from) { incoming[request.to, default: []].insert(request.from) }
             outgoing[request.from, default: []].insert(request.to)
         }
+        for token in stored.tokens { remember(token) }
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
@@ -51,6 +63,9 @@ public struct RelayState: Sendable {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
+        // Not stored either: a failed write must not reset who may search. (Friend request notices do
+        // start afresh: the failed operation may itself have been a request that was never stored.)
+        fresh.searches = searches
         return fresh
     }
 
@@ -68,6 +83,8 @@ public struct RelayState: Sendable {
     public func friends(of username: String) -> [String] { (friends[username] ?? []).sorted() }
 
     public func areFriends(_ a: String, _ b: String) -> Bool { friends[a]?.contains(b) ?? false }
+
+    public func hasBlocked(_ blocker: String, _ other: String) -> Bool { blocked[blocker]?.contains(other) ?? false }
 
     /// Everyone who receives `username`'s positions: observers of their active session and
     /// recipients of their active alarms.

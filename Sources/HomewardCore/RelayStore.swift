@@ -15,8 +15,10 @@ public protocol RelayStore: Sendable {
 public struct StoredState: Sendable {
     public var users: [UserProfile] = []
     public var lastSeen: [String: Int64] = [:]
+    public var tokens: [IssuedToken] = []
     public var friendships: [(String, String)] = []
     public var friendRequests: [(from: String, to: String)] = []
+    public var blocks: [(blocker: String, blocked: String)] = []
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []

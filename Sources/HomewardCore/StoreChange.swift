@@ -3,10 +3,14 @@ public enum StoreChange: Sendable, Equatable {
     case createUser(UserProfile, passwordHash: String, at: Int64)
     case createToken(hash: String, username: String, at: Int64)
     case revokeToken(hash: String)
+    /// A sign-in with the token: its lifetime starts again from `at`.
+    case useToken(hash: String, at: Int64)
     case addFriendRequest(from: String, to: String, at: Int64)
     case removeFriendRequest(from: String, to: String)
     case addFriendship(String, String, at: Int64)
     case removeFriendship(String, String)
+    case addBlock(blocker: String, blocked: String, at: Int64)
+    case removeBlock(blocker: String, blocked: String)
     case setAlarmContacts(owner: String, [String])
     /// Inserts or replaces the session with all its invitees.
     case saveSession(FollowSession)

@@ -23,6 +23,12 @@ public struct Fields: Sendable {
         return string
     }
 
+    public func bool(_ key: String) throws(ProtocolError) -> Bool? {
+        guard let value = object[key], value != .null else { return nil }
+        guard case .bool(let flag) = value else { throw .badRequest("\(key) must be true or false") }
+        return flag
+    }
+
     public func number(_ key: String, in range: ClosedRange<Double>) throws(ProtocolError) -> Double? {
         guard let value = object[key], value != .null else { return nil }
         guard let number = value.numberValue else { throw .badRequest("\(key) must be a number") }

@@ -4,7 +4,9 @@ public enum MessageTypes {
     /// What clients send.
     public static let requests: [String] = [
         "register", "login", "hello", "logout",
+        "auth.sessions", "auth.revoke",
         "friend.request", "friend.accept", "friend.decline", "friend.remove", "friend.list", "user.search",
+        "user.block", "user.unblock", "user.blocks",
         "session.start", "session.checkin", "session.invite", "session.accept", "session.decline", "session.leave",
         "session.end", "session.list",
         "pos",

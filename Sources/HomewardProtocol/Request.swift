@@ -4,6 +4,10 @@ public enum Request: Sendable, Equatable {
     case login(username: String, password: String)
     case hello(token: String)
     case logout
+    /// `logout` with `all: true`: every token of the user.
+    case logoutAll
+    case authSessions
+    case authRevoke(tokenId: String)
 
     case friendRequest(username: String)
     case friendAccept(username: String)
@@ -11,6 +15,9 @@ public enum Request: Sendable, Equatable {
     case friendRemove(username: String)
     case friendList
     case userSearch(query: String)
+    case userBlock(username: String)
+    case userUnblock(username: String)
+    case userBlocks
 
     case sessionStart(SessionOptions)
     case sessionCheckin(sessionId: String, checkInBy: Int64?)
@@ -66,11 +73,15 @@ public enum Request: Sendable, Equatable {
             let name = try fields.string("name", maxLength: 64).map { (n) throws(ProtocolError) in try Username.validateDisplayName(n) }
             self = .register(username: username, password: password, name: name)
         case "login":
-            // Malformed credentials are simply wrong credentials: same answer as a wrong password.
-            self = .login(username: try fields.requiredString("username", maxLength: 64).lowercased(),
+            // Malformed credentials are simply wrong credentials: same answer, and the same work, as a
+            // wrong password. The name is validated like every other username field, though: one that
+            // could never have been registered becomes a name no account has.
+            self = .login(username: Username.loginName(try fields.requiredString("username", maxLength: 64)),
                           password: try fields.requiredString("password", maxLength: 256))
         case "hello": self = .hello(token: try fields.requiredString("token", maxLength: 256))
-        case "logout": self = .logout
+        case "logout": self = try fields.bool("all") == true ? .logoutAll : .logout
+        case "auth.sessions": self = .authSessions
+        case "auth.revoke": self = .authRevoke(tokenId: try fields.identifier("tokenId"))
         case "friend.request": self = .friendRequest(username: try fields.username("username"))
         case "friend.accept": self = .friendAccept(username: try fields.username("username"))
         case "friend.decline": self = .friendDecline(username: try fields.username("username"))
@@ -79,6 +90,9 @@ public enum Request: Sendable, Equatable {
         case "user.search":
             let query = try fields.requiredString("query", maxLength: 32).lowercased()
             self = .userSearch(query: query)
+        case "user.block": self = .userBlock(username: try fields.username("username"))
+        case "user.unblock": self = .userUnblock(username: try fields.username("username"))
+        case "user.blocks": self = .userBlocks
         case "session.start":
             var destination: Destination?
             if let value = fields.object["destination"], value != .null { destination = try Destination(from: value) }

@@ -64,11 +64,14 @@ public final class SQLiteStore: RelayStore {
     }
 
     private static func passwordHash(of username: String, in db: Database) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT password_hash FROM users WHERE username = ?", arguments: [username])
+        // Bound as a C string, "kate1\u{0}" would be compared as "kate1" (see ExactText).
+        guard ExactText.isStorableKey(username) else { return nil }
+        return try String.fetchOne(db, sql: "SELECT password_hash FROM users WHERE username = ?", arguments: [username])
     }
 
     private static func username(forTokenHash hash: String, in db: Database) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT username FROM tokens WHERE hash = ?", arguments: [hash])
+        guard ExactText.isStorableKey(hash) else { return nil }
+        return try String.fetchOne(db, sql: "SELECT username FROM tokens WHERE hash = ?", arguments: [hash])
     }
 
     /// Closes the database; later calls throw.

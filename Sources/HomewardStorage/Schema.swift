@@ -111,6 +111,24 @@ enum Schema {
                 ALTER TABLE alarms ADD COLUMN next_repeat_at INTEGER;
                 """)
         }
+        // Issue 11: users can block others (their friend requests then reach nobody).
+        migrator.registerMigration("v3-blocks") { db in
+            try db.execute(sql: """
+                CREATE TABLE blocks (
+                    blocker TEXT NOT NULL,
+                    blocked TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (blocker, blocked)
+                );
+                """)
+        }
+        // Issue 11: tokens expire after a lifetime without use, so their last use is kept.
+        migrator.registerMigration("v4-token-use") { db in
+            try db.execute(sql: """
+                ALTER TABLE tokens ADD COLUMN last_used INTEGER;
+                UPDATE tokens SET last_used = created_at;
+                """)
+        }
         return migrator
     }
 }

@@ -5,16 +5,20 @@ import HomewardCore
 extension StoreChange {
     /// Runs the SQL of this change inside the caller's transaction.
     func execute(in db: Database) throws {
+        try ExactText.checkKeys(of: self)
         switch self {
         case let .createUser(profile, passwordHash, at):
             try db.execute(
                 sql: "INSERT INTO users (username, name, password_hash, created_at) VALUES (?, ?, ?, ?)",
-                arguments: [profile.username, profile.name, passwordHash, at])
+                arguments: [profile.username, ExactText.blob(profile.name), passwordHash, at])
 
         case let .createToken(hash, username, at):
             try db.execute(
-                sql: "INSERT INTO tokens (hash, username, created_at) VALUES (?, ?, ?)",
-                arguments: [hash, username, at])
+                sql: "INSERT INTO tokens (hash, username, created_at, last_used) VALUES (?, ?, ?, ?)",
+                arguments: [hash, username, at, at])
+
+        case let .useToken(hash, at):
+            try db.execute(sql: "UPDATE tokens SET last_used = ? WHERE hash = ?", arguments: [at, hash])
 
         case let .revokeToken(hash):
             try db.execute(sql: "DELETE FROM tokens WHERE hash = ?", arguments: [hash])
@@ -38,6 +42,14 @@ extension StoreChange {
             let (a, b) = Self.canonical(first, second)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
 
+        case let .addBlock(blocker, blocked, at):
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at) VALUES (?, ?, ?)",
+                arguments: [blocker, blocked, at])
+
+        case let .removeBlock(blocker, blocked):
+            try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [blocker, blocked])
+
         case let .setAlarmContacts(owner, contacts):
             try db.execute(sql: "DELETE FROM alarm_contacts WHERE owner = ?", arguments: [owner])
             for (position, contact) in Self.unique(contacts).enumerated() {
@@ -52,7 +64,7 @@ extension StoreChange {
         case let .endSession(id, reason, at):
             try db.execute(
                 sql: "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-                arguments: [at, reason, id])
+                arguments: [at, ExactText.blob(reason), id])
 
         case let .saveAlarm(alarm):
             try Self.save(alarm, in: db)
@@ -60,7 +72,7 @@ extension StoreChange {
         case let .endAlarm(id, reason, at):
             try db.execute(
                 sql: "UPDATE alarms SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-                arguments: [at, reason, id])
+                arguments: [at, ExactText.blob(reason), id])
 
         case let .lastSeen(username, at):
             try db.execute(sql: "UPDATE users SET last_seen = ? WHERE username = ?", arguments: [at, username])
@@ -90,7 +102,7 @@ extension StoreChange {
                     dest_radius = excluded.dest_radius, expires_at = excluded.expires_at, lost_since = excluded.lost_since
                 """,
             arguments: [
-                session.id, session.owner, session.note, session.startedAt, session.checkInBy,
+                session.id, session.owner, ExactText.blob(session.note), session.startedAt, session.checkInBy,
                 session.destination?.lat, session.destination?.lon, session.destination?.radius,
                 session.expiresAt, session.lostSince,
             ])
@@ -118,7 +130,7 @@ extension StoreChange {
                     repeats = excluded.repeats, next_repeat_at = excluded.next_repeat_at
                 """,
             arguments: [
-                alarm.id, alarm.owner, alarm.text,
+                alarm.id, alarm.owner, ExactText.blob(alarm.text),
                 position?.lat, position?.lon, position?.acc, position?.alt,
                 position?.spd, position?.hdg, position?.batt, position?.ts,
                 alarm.createdAt, alarm.auto, alarm.repeats, alarm.nextRepeatAt,

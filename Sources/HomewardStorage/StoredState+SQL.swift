@@ -13,6 +13,13 @@ extension StoredState {
             if let seen: Int64 = row["last_seen"] { lastSeen[username] = seen }
         }
 
+        for row in try Row.fetchAll(
+            db, sql: "SELECT hash, username, created_at, COALESCE(last_used, created_at) AS last_used FROM tokens")
+        {
+            tokens.append(IssuedToken(hash: row["hash"], username: row["username"], createdAt: row["created_at"],
+                                      lastUsed: row["last_used"]))
+        }
+
         for row in try Row.fetchAll(db, sql: "SELECT user_a, user_b FROM friendships ORDER BY created_at, user_a, user_b") {
             friendships.append((row["user_a"], row["user_b"]))
         }
@@ -21,6 +28,10 @@ extension StoredState {
             db, sql: "SELECT from_user, to_user FROM friend_requests ORDER BY created_at, from_user, to_user")
         {
             friendRequests.append((from: row["from_user"], to: row["to_user"]))
+        }
+
+        for row in try Row.fetchAll(db, sql: "SELECT blocker, blocked FROM blocks ORDER BY blocker, blocked") {
+            blocks.append((blocker: row["blocker"], blocked: row["blocked"]))
         }
 
         for row in try Row.fetchAll(db, sql: "SELECT owner, contact FROM alarm_contacts ORDER BY owner, position") {

@@ -63,6 +63,12 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("login-failures-per-address"), help: "Failed logins per client address within 15 minutes before logins are refused. [default: 50]")
     var loginFailuresPerAddress: Int?
 
+    @Option(name: .customLong("registrations-per-address"), help: "Accounts one client address may create per hour (0: no limit). [default: 10]")
+    var registrationsPerAddress: Int?
+
+    @Option(name: .customLong("token-lifetime"), help: "Days a sign-in token stays valid after its last use; each sign-in with it extends it. [default: 30]")
+    var tokenLifetime: Double?
+
     @Option(name: .customLong("pbkdf2-iterations"), help: "PBKDF2-HMAC-SHA256 iterations for new password hashes (at least 210000). [default: 600000]")
     var pbkdf2Iterations: Int?
 
@@ -104,6 +110,11 @@ struct RelayOptions: ParsableArguments {
             try env.value(loginFailuresPerUser, "login-failures-per-user") ?? config.relayLimits.loginFailuresPerUsername
         config.relayLimits.loginFailuresPerAddress =
             try env.value(loginFailuresPerAddress, "login-failures-per-address") ?? config.relayLimits.loginFailuresPerAddress
+        try env.override(&config.relayLimits.registrationsPerAddress, registrationsPerAddress, "registrations-per-address")
+        if let days = try env.value(tokenLifetime, "token-lifetime") {
+            guard days > 0, days <= 3650 else { throw ValidationError("token-lifetime must be more than 0 and at most 3650 days") }
+            config.relayLimits.tokenLifetime = Int64(days * 86_400_000)
+        }
         config.passwordIterations = try env.value(pbkdf2Iterations, "pbkdf2-iterations") ?? config.passwordIterations
         if let grace = try env.value(lostContactGrace, "lost-contact-grace") { config.safety.lostContactGrace = Int64(grace * 1000) }
         if let interval = try env.value(alarmRepeatInterval, "alarm-repeat-interval") {
@@ -137,6 +148,7 @@ struct RelayOptions: ParsableArguments {
         guard config.limits.maxUnauthenticatedPerAddress >= 1 else {
             throw ValidationError("max-unauthenticated-per-address must be at least 1")
         }
+        guard config.relayLimits.registrationsPerAddress >= 0 else { throw ValidationError("registrations-per-address must be at least 0") }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
         guard config.eventLoopThreads >= 1 else { throw ValidationError("threads must be at least 1") }
     }

@@ -349,3 +349,65 @@ final class SQLiteStoreTests: XCTestCase {
         }
     }
 }
+
+/// SQLite and GRDB pass strings as C strings: text with a NUL must still be stored whole, and a key with a
+/// NUL must not match the key it would be cut to.
+extension SQLiteStoreTests {
+    private func kate(_ store: SQLiteStore) async throws {
+        try await store.apply([.createUser(UserProfile(username: "kate1", name: "Kate"), passwordHash: "hash-kate1", at: 1),
+                               .createUser(UserProfile(username: "ben", name: "Ben"), passwordHash: "hash-ben", at: 2),
+                               .createToken(hash: "t-kate1", username: "kate1", at: 3)])
+    }
+
+    func testANameWithNULIsNotTheNameBeforeIt() async throws {
+        let store = try SQLiteStore.inMemory()
+        try await kate(store)
+        let kate = try await store.passwordHash(of: "kate1")
+        XCTAssertEqual(kate, "hash-kate1")
+        for lookalike in ["kate1\u{0}", "kate1\u{0}anything"] {
+            let hash = try await store.passwordHash(of: lookalike)
+            XCTAssertNil(hash, lookalike.debugDescription)
+        }
+        let owner = try await store.username(forTokenHash: "t-kate1\u{0}")
+        XCTAssertNil(owner)
+    }
+
+    func testAChangeWithNULInAKeyIsRefusedWhole() async throws {
+        let store = try SQLiteStore.inMemory()
+        try await kate(store)
+        let alarm = Alarm(id: "a_1", owner: "kate1", text: "help", position: nil, createdAt: 6, recipients: ["ben\u{0}x"])
+        let batches: [[StoreChange]] = [
+            [.addFriendRequest(from: "ben", to: "kate1", at: 4), .addFriendRequest(from: "kate1\u{0}", to: "ben", at: 5)],
+            [.saveAlarm(alarm)],
+        ]
+        for batch in batches {
+            do {
+                try await store.apply(batch)
+                XCTFail("stored a key with NUL: \(batch)")
+            } catch {}
+        }
+        let state = try await store.load()
+        XCTAssertTrue(state.friendRequests.isEmpty, "nothing of the refused batch is stored")
+        XCTAssertTrue(state.alarms.isEmpty)
+    }
+
+    func testTextWithNULSurvivesReopeningWhole() async throws {
+        let store = try open()
+        try await kate(store)
+        let text = "help\u{0} at the bridge"
+        let alarm = Alarm(id: "a_1", owner: "kate1", text: text, position: nil, createdAt: 10, recipients: ["ben"])
+        let session = FollowSession(id: "s_1", owner: "ben", note: "via\u{0} the park", startedAt: 11)
+        try await store.apply([.saveAlarm(alarm), .saveSession(session),
+                               .createUser(UserProfile(username: "zed", name: "Z\u{0}ed"), passwordHash: "h", at: 12)])
+        try store.inspect { db in
+            try db.execute(sql: "INSERT INTO users (username, name, password_hash, created_at) VALUES ('old', 'Old Name', 'h', 13)")
+        }
+
+        let state = try await reopenAndLoad(store)
+        XCTAssertEqual(state.alarms.first?.text, text)
+        XCTAssertEqual(state.sessions.first?.note, "via\u{0} the park")
+        XCTAssertEqual(state.users.first { $0.username == "zed" }?.name, "Z\u{0}ed")
+        // Rows written as TEXT before this change read the same as before.
+        XCTAssertEqual(state.users.first { $0.username == "old" }?.name, "Old Name")
+    }
+}

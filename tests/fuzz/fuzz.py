@@ -89,6 +89,7 @@ class Relay:
     def start(self):
         env = dict(os.environ)
         env.setdefault("HOMEWARD_PBKDF2_ITERATIONS", "210000")
+        env.setdefault("HOMEWARD_REGISTRATIONS_PER_ADDRESS", "0")  # every fuzz client is 127.0.0.1
         self.log = open(self.log_path, "ab", buffering=0)
         self.proc = subprocess.Popen(
             [self.binary, "--host", HOST, "--port", str(self.port), "--data-dir", str(self.data), *self.extra],

@@ -146,6 +146,8 @@ class Relay:
             )
         env = dict(os.environ)
         env.setdefault("HOMEWARD_PBKDF2_ITERATIONS", "210000")
+        # Every test connects from 127.0.0.1; test_accounts.py sets the limit where it tests it.
+        env.setdefault("HOMEWARD_REGISTRATIONS_PER_ADDRESS", "0")
         self._log_file = open(self.log_path, "ab", buffering=0)
         self._log_file.write(f"\n===== starting relay on port {self.port} at {time.ctime()}\n".encode())
         self.proc = subprocess.Popen(
@@ -271,12 +273,22 @@ def relay(relay_binary, tmp_path_factory):
     r.stop()
 
 
+@contextlib.contextmanager
+def started_relay(relay_binary: str, workdir: Path, *extra_args: str):
+    """A relay of its own with extra flags (limits), stopped when the block ends."""
+    r = Relay(relay_binary, workdir)
+    r.extra_args = list(extra_args)
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
 @pytest.fixture
 def own_relay(relay_binary, tmp_path_factory):
-    r = Relay(relay_binary, tmp_path_factory.mktemp("own-relay"))
-    r.start()
-    yield r
-    r.stop()
+    with started_relay(relay_binary, tmp_path_factory.mktemp("own-relay")) as r:
+        yield r
 
 
 # --------------------------------------------------------------------------------------------

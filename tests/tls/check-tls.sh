@@ -21,6 +21,7 @@ relay_bin="${1:-${HOMEWARD_RELAY_BIN:-}}"
 command -v openssl >/dev/null || { echo "openssl not installed" >&2; exit 2; }
 
 export HOMEWARD_PBKDF2_ITERATIONS="${HOMEWARD_PBKDF2_ITERATIONS:-210000}"
+export HOMEWARD_REGISTRATIONS_PER_ADDRESS="${HOMEWARD_REGISTRATIONS_PER_ADDRESS:-0}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/homeward-tls.XXXXXX")"
 pids=()
 cleanup() {

@@ -5,8 +5,9 @@ import HomewardProtocol
 struct FriendsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "friends",
-        abstract: "Ask, accept, decline and remove friends; list and search.",
-        subcommands: [List.self, Request.self, Accept.self, Decline.self, Remove.self, Search.self],
+        abstract: "Ask, accept, decline and remove friends; list and search; block people.",
+        subcommands: [List.self, Request.self, Accept.self, Decline.self, Remove.self, Search.self,
+                      Block.self, Unblock.self, Blocks.self],
         defaultSubcommand: List.self)
 
     @OptionGroup var global: GlobalOptions
@@ -88,8 +89,9 @@ struct FriendsCommand: AsyncParsableCommand {
         @Argument var username: String
 
         func execute(in context: CommandContext) async throws {
-            try await context.call { () async throws(RelayClientError) in try await context.client.declineFriend(username.lowercased()) }
-            context.console.emit("declined \(username.lowercased())", json: ["type": "friend.declined", "username": .string(username.lowercased())])
+            try await FriendsCommand.act(on: username, in: context, said: "declined", event: "friend.declined") { client, name throws(RelayClientError) in
+                try await client.declineFriend(name)
+            }
         }
     }
 
@@ -100,8 +102,9 @@ struct FriendsCommand: AsyncParsableCommand {
         @Argument var username: String
 
         func execute(in context: CommandContext) async throws {
-            try await context.call { () async throws(RelayClientError) in try await context.client.removeFriend(username.lowercased()) }
-            context.console.emit("removed \(username.lowercased())", json: ["type": "friend.removed", "username": .string(username.lowercased())])
+            try await FriendsCommand.act(on: username, in: context, said: "removed", event: "friend.removed") { client, name throws(RelayClientError) in
+                try await client.removeFriend(name)
+            }
         }
     }
 
@@ -112,15 +115,7 @@ struct FriendsCommand: AsyncParsableCommand {
 
         func execute(in context: CommandContext) async throws {
             let users = try await context.call { () async throws(RelayClientError) in try await context.client.searchUsers(prefix.lowercased()) }
-            if context.console.json {
-                context.console.line(JSONWriter.string(["type": "users", "users": .array(users.map(\.json))]))
-            } else if users.isEmpty {
-                context.console.line("nobody's name starts with \"\(prefix.lowercased())\"")
-            } else {
-                var table = TextTable("USERNAME", "NAME")
-                for user in users { table.add(user.username, user.name) }
-                context.console.line(table.render())
-            }
+            FriendsCommand.show(users, as: "users", none: "nobody's name starts with \"\(HumanFormat.shown(prefix.lowercased()))\"", in: context)
         }
     }
 }

@@ -11,8 +11,17 @@ struct LoginCommand: RelayCommand {
 
     static var needsSignIn: Bool { false }
 
-    func execute(in context: CommandContext) async throws {
+    /// Asks for the password before connecting (see `withContext`).
+    func run() async throws {
         let secret = try password.resolve(confirm: false)
+        try await withContext { context in try await login(secret, in: context) }
+    }
+
+    func execute(in context: CommandContext) async throws {
+        try await login(try password.resolve(confirm: false), in: context)
+    }
+
+    private func login(_ secret: String, in context: CommandContext) async throws {
         let signIn = try await context.call { () async throws(RelayClientError) in
             try await context.client.login(username: username.lowercased(), password: secret)
         }
@@ -27,13 +36,15 @@ struct LogoutCommand: RelayCommand {
         commandName: "logout", abstract: "Revoke this profile's token and forget it.")
 
     @OptionGroup var global: GlobalOptions
+    @Flag(help: "Sign out every device of the account (revokes all its tokens).") var all = false
 
     func execute(in context: CommandContext) async throws {
-        try await context.call { () async throws(RelayClientError) in try await context.client.logout() }
+        try await context.call { () async throws(RelayClientError) in try await context.client.logout(all: all) }
         let name = context.username
         try context.updateProfile { $0.token = nil }
-        context.console.emit("signed out \(name) on profile \"\(context.profileName)\"",
-                             json: ["type": "signedOut", "username": .string(name), "profile": .string(context.profileName)])
+        context.console.emit("signed out \(name)\(all ? " on every device" : "") on profile \"\(context.profileName)\"",
+                             json: ["type": "signedOut", "username": .string(name), "profile": .string(context.profileName),
+                                    "all": .bool(all)])
     }
 }
 

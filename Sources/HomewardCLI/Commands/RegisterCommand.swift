@@ -15,11 +15,26 @@ struct RegisterCommand: RelayCommand {
 
     static var needsSignIn: Bool { false }
 
+    /// Asks for the password before connecting (see `withContext`).
+    func run() async throws {
+        let credentials = try validatedCredentials()
+        try await withContext { context in try await register(credentials, in: context) }
+    }
+
     func execute(in context: CommandContext) async throws {
+        try await register(try validatedCredentials(), in: context)
+    }
+
+    private func validatedCredentials() throws(CLIError) -> (username: String, password: String) {
         let normalized: String
         do { normalized = try Username.normalize(username) } catch { throw CLIError(error) }
         let secret = try password.resolve(confirm: true)
         do { try Username.validatePassword(secret) } catch { throw CLIError(error) }
+        return (normalized, secret)
+    }
+
+    private func register(_ credentials: (username: String, password: String), in context: CommandContext) async throws {
+        let (normalized, secret) = credentials
         let signIn = try await context.call { () async throws(RelayClientError) in
             try await context.client.register(username: normalized, password: secret, name: name)
         }

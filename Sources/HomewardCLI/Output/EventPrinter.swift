@@ -52,13 +52,13 @@ final class EventPrinter {
         case .friendAdded(let user):
             return line("friend", "you and \(display(user)) are now friends")
         case .friendDeclined(let username):
-            return line("friend", "\(username) declined your friend request")
+            return line("friend", "\(HumanFormat.shown(username)) declined your friend request")
         case .friendRemoved(let username):
-            return line("friend", "\(username) removed you as a friend")
+            return line("friend", "\(HumanFormat.shown(username)) removed you as a friend")
         case .presence(let username, let online, _):
             return line("presence", "\(username) is \(online ? "online" : "offline")")
         case .sessionInvite(let session):
-            let note = session.note.map { " \"\($0)\"" } ?? ""
+            let note = session.note.map { " \"\(HumanFormat.shown($0))\"" } ?? ""
             return line("invite", "\(display(session.owner)) asks you to follow their walk\(note) (homeward follow \(session.owner.username))")
         case .sessionAccepted(_, let by):
             return line("session", "\(by) is following you")
@@ -67,7 +67,7 @@ final class EventPrinter {
         case .sessionLeft(_, let by):
             return line("session", "\(by) stopped following you")
         case .sessionEnded(let id, let reason):
-            return line("session", "session \(id) ended (\(reason))")
+            return line("session", "session \(HumanFormat.shown(id)) ended (\(HumanFormat.shown(reason)))")
         case .sessionLost(let id, let last, let since):
             var text = "lost contact with the walker of session \(id)"
             if let since { text += " since \(HumanFormat.time(since))" }
@@ -76,7 +76,7 @@ final class EventPrinter {
         case .sessionResumed(let id):
             return line("session", "contact with the walker of session \(id) is back")
         case .alarm(let alarm, let repeatCount):
-            var text = "PANIC from \(display(alarm.from)): \"\(alarm.text)\""
+            var text = "PANIC from \(display(alarm.from)): \"\(HumanFormat.shown(alarm.text))\""
             if let position = alarm.position {
                 text += " at \(HumanFormat.coordinate(position.lat, position.lon))"
                 if let acc = position.acc { text += " ±" + HumanFormat.metres(acc) }
@@ -88,7 +88,7 @@ final class EventPrinter {
         case .alarmAcked(let id, let by):
             return line("alarm", "\(by) acknowledged alarm \(id)")
         case .alarmCancelled(let id, let reason):
-            return line("alarm", "alarm \(id) cancelled (\(reason))")
+            return line("alarm", "alarm \(HumanFormat.shown(id)) cancelled (\(HumanFormat.shown(reason)))")
         }
     }
 
@@ -117,6 +117,6 @@ final class EventPrinter {
     }
 
     private func display(_ user: User) -> String {
-        user.name == user.username ? user.username : "\(user.name) (\(user.username))"
+        HumanFormat.shown(user.name == user.username ? user.username : "\(user.name) (\(user.username))")
     }
 }

@@ -54,6 +54,23 @@ enum HumanFormat {
         return parts.joined(separator: "  ")
     }
 
+    /// Text another user wrote (a name, a note, an alarm text, a reason), made safe to print: control
+    /// characters (ESC would start a terminal escape sequence, CR would overwrite the line, NUL would
+    /// hide the rest) and bidirectional controls (which reorder what follows) are shown as `\u001B`.
+    static func shown(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: DisplayText.isUnsafeInName) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if DisplayText.isUnsafeInName(scalar) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                result += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
     /// A fixed-width label column so that event lines line up.
     static func label(_ text: String, width: Int = 10) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)

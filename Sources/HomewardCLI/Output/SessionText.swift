@@ -16,7 +16,7 @@ enum SessionText {
 
     static func summary(_ session: FollowMeSession) -> String {
         var text = "session \(session.id) of \(session.owner.username), started \(HumanFormat.time(session.startedAt))"
-        if let note = session.note { text += ", \"\(note)\"" }
+        if let note = session.note { text += ", \"\(HumanFormat.shown(note))\"" }
         let waiting = session.invited.filter { !session.observers.contains($0) }
         text += "; following: " + (session.observers.isEmpty ? "nobody yet" : session.observers.joined(separator: ", "))
         if !waiting.isEmpty { text += "; invited: " + waiting.joined(separator: ", ") }

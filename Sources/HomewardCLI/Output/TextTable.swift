@@ -7,8 +7,9 @@ struct TextTable {
         self.headers = headers
     }
 
+    /// Cells often hold what other users wrote (names): printed escaped, see `HumanFormat.shown`.
     mutating func add(_ cells: String...) {
-        rows.append(cells)
+        rows.append(cells.map(HumanFormat.shown))
     }
 
     func render() -> String {

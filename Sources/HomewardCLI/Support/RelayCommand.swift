@@ -17,9 +17,16 @@ extension RelayCommand {
     static var reconnects: Bool { false }
 
     func run() async throws {
+        try await withContext { context in try await execute(in: context) }
+    }
+
+    /// Connects (and signs in), runs `body`, and closes. Commands that need a person at the terminal
+    /// (a password typed twice) ask before calling this: the relay closes a connection that has not
+    /// signed in within its authentication timeout (10 s by default).
+    func withContext(_ body: (CommandContext) async throws -> Void) async throws {
         let context = try await CommandContext.open(global, signIn: Self.needsSignIn, reconnect: Self.reconnects)
         do {
-            try await execute(in: context)
+            try await body(context)
         } catch {
             await context.close()
             throw error

@@ -5,7 +5,12 @@ extension Request {
         case .register: return "register"
         case .login: return "login"
         case .hello: return "hello"
-        case .logout: return "logout"
+        case .logout, .logoutAll: return "logout"
+        case .authSessions: return "auth.sessions"
+        case .authRevoke: return "auth.revoke"
+        case .userBlock: return "user.block"
+        case .userUnblock: return "user.unblock"
+        case .userBlocks: return "user.blocks"
         case .friendRequest: return "friend.request"
         case .friendAccept: return "friend.accept"
         case .friendDecline: return "friend.decline"
@@ -44,9 +49,11 @@ extension Request {
             add("username", .string(username))
             add("password", .string(password))
         case .hello(let token): add("token", .string(token))
-        case .logout, .friendList, .sessionList, .ping: break
+        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks: break
+        case .logoutAll: add("all", .bool(true))
+        case .authRevoke(let id): add("tokenId", .string(id))
         case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
-             .friendRemove(let username):
+             .friendRemove(let username), .userBlock(let username), .userUnblock(let username):
             add("username", .string(username))
         case .userSearch(let query): add("query", .string(query))
         case .sessionStart(let options):

@@ -12,7 +12,10 @@ final class CLIProcess: @unchecked Sendable {
     private let stdoutBuffer = LockedData()
     private let exited: AsyncStream<Int32>
 
-    init(_ arguments: [String], environment: [String: String], stdin: String? = nil) throws {
+    /// Standard input while `holdStdin` keeps it open, for a test playing a person who types late.
+    private let heldInput: FileHandle?
+
+    init(_ arguments: [String], environment: [String: String], stdin: String? = nil, holdStdin: Bool = false) throws {
         self.arguments = arguments
         process.executableURL = try Self.executable()
         process.arguments = arguments
@@ -31,7 +34,12 @@ final class CLIProcess: @unchecked Sendable {
         }
         try process.run()
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try? input.fileHandleForWriting.close()
+        if holdStdin {
+            heldInput = input.fileHandleForWriting
+        } else {
+            heldInput = nil
+            try? input.fileHandleForWriting.close()
+        }
 
         let stdoutBuffer = self.stdoutBuffer
         Self.readThread(output.fileHandleForReading) { chunk in
@@ -58,6 +66,12 @@ final class CLIProcess: @unchecked Sendable {
     }
 
     var stderr: String { stderrBuffer.text }
+
+    /// Writes `text` to a held standard input and closes it.
+    func type(_ text: String) {
+        heldInput?.write(Data(text.utf8))
+        try? heldInput?.close()
+    }
 
     /// Waits for the process to end; returns its exit status.
     func exitStatus(within seconds: Double = 60) async throws -> Int32 {
@@ -161,8 +175,8 @@ struct CLIHarness: Sendable {
     /// `--relay` and `--ca` for the loopback relay.
     var connection: [String] { ["--relay", relay.url, "--ca", relay.caPath] }
 
-    func start(_ arguments: [String], stdin: String? = nil) throws -> CLIProcess {
-        try CLIProcess(arguments, environment: environment, stdin: stdin)
+    func start(_ arguments: [String], stdin: String? = nil, holdStdin: Bool = false) throws -> CLIProcess {
+        try CLIProcess(arguments, environment: environment, stdin: stdin, holdStdin: holdStdin)
     }
 
     /// Runs to completion; returns the exit status, stdout lines and stderr.

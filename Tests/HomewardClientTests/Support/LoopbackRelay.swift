@@ -29,6 +29,7 @@ final class LoopbackRelay: @unchecked Sendable {
         configuration.dataDirectory = directory
         configuration.passwordIterations = 210_000
         configuration.eventLoopThreads = 2
+        configuration.relayLimits.registrationsPerAddress = 0  // every test client is 127.0.0.1
         configure(&configuration)
         let running = try await RelayServer(configuration: configuration, logger: logger).start()
         return LoopbackRelay(dataDirectory: directory, configuration: configuration, running: running)

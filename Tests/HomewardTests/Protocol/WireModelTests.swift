@@ -18,7 +18,8 @@ final class WireModelTests: XCTestCase {
         .register(username: "alice", password: "correct horse", name: "Alice"),
         .login(username: "alice", password: "correct horse"),
         .hello(token: "t0k3n"),
-        .logout,
+        .logout, .logoutAll, .authSessions, .authRevoke(tokenId: "tk_0123456789abcdef"),
+        .userBlock(username: "mallory"), .userUnblock(username: "mallory"), .userBlocks,
         .friendRequest(username: "bob"), .friendAccept(username: "bob"), .friendDecline(username: "bob"),
         .friendRemove(username: "bob"), .friendList, .userSearch(query: "bo"),
         .sessionStart(SessionOptions(invite: ["bob"], note: "home", checkInBy: now + 60_000,
@@ -89,6 +90,9 @@ final class WireModelTests: XCTestCase {
         try check(SessionListReply(own: nil, following: [], invites: [Self.session]))
         try check(AlarmRaiseReply(alarm: Self.alarm, recipients: [AlarmRecipient(username: "bob", online: true)]))
         try check(AlarmContactsReply(usernames: ["bob"]))
+        try check(DeviceSessionsReply(sessions: [
+            DeviceSession(id: "tk_0123456789abcdef", createdAt: Self.now, lastUsed: Self.now + 5, expiresAt: Self.now + 99, isCurrent: true),
+        ]))
     }
 
     func testAnEventMissingARequiredMemberIsNotDecoded() throws {

@@ -36,7 +36,8 @@ final class RelayProcess: Sendable {
         let process = Process()
         process.executableURL = try Self.executable()
         process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
-                             "--pbkdf2-iterations", "210000", "--log-level", "info"] + arguments
+                             "--pbkdf2-iterations", "210000", "--log-level", "info",
+                             "--registrations-per-address", "0"] + arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output

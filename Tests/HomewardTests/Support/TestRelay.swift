@@ -36,6 +36,8 @@ final class TestRelay: Sendable {
         config.port = 0
         config.eventLoopThreads = 2
         config.passwordIterations = 210_000
+        // Every test client connects from 127.0.0.1; tests of the limit set it themselves.
+        config.relayLimits.registrationsPerAddress = 0
         configure(&config)
         config.dataDirectory = directory
         do {

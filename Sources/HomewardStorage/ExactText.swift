@@ -1,0 +1,54 @@
+import Foundation
+import HomewardCore
+
+/// Strings that reach SQLite whole.
+///
+/// GRDB binds a Swift `String` with `sqlite3_bind_text(..., -1, ...)` and reads TEXT back with
+/// `String(cString:)`: both stop at the first NUL. So `"help\u{0} at the bridge"` was stored as
+/// `"help"`, and a lookup of `"kate1\u{0}"` compared as `"kate1"` and found kate1's row.
+///
+/// - Free text a user wrote (display names, notes, alarm texts, reasons) is bound as the UTF-8 bytes
+///   in a BLOB, which SQLite stores and returns by length. GRDB decodes a BLOB column as a `String`
+///   from its UTF-8, and rows written as TEXT before this still read the same.
+/// - Keys compared in SQL (usernames, ids, token hashes) stay TEXT so that indexes and equality keep
+///   working, and a key containing NUL is refused: it cannot be stored faithfully, and it must never
+///   match the key it would be truncated to.
+enum ExactText {
+    static func blob(_ text: String) -> Data { Data(text.utf8) }
+
+    static func blob(_ text: String?) -> Data? { text.map(blob) }
+
+    /// Whether SQLite compares `key` as the whole string.
+    static func isStorableKey(_ key: String) -> Bool { !key.utf8.contains(0) }
+
+    static func checkKeys(of change: StoreChange) throws {
+        if let key = change.keys.first(where: { !isStorableKey($0) }) {
+            throw StoreKeyError(key: key)
+        }
+    }
+}
+
+/// A change named a user, session, alarm or token with a NUL in it; nothing of its batch is applied.
+struct StoreKeyError: Error, CustomStringConvertible {
+    let key: String
+    var description: String { "refusing to store a key containing NUL: \(key.debugDescription)" }
+}
+
+extension StoreChange {
+    /// Every string of the change that SQL compares: what `ExactText.checkKeys` vets.
+    var keys: [String] {
+        switch self {
+        case let .createUser(profile, _, _): [profile.username]
+        case let .createToken(hash, username, _): [hash, username]
+        case let .revokeToken(hash), let .useToken(hash, _): [hash]
+        case let .addFriendRequest(from, to, _), let .removeFriendRequest(from, to): [from, to]
+        case let .addFriendship(a, b, _), let .removeFriendship(a, b): [a, b]
+        case let .addBlock(blocker, blocked, _), let .removeBlock(blocker, blocked): [blocker, blocked]
+        case let .setAlarmContacts(owner, contacts): [owner] + contacts
+        case let .saveSession(session): [session.id, session.owner] + session.invitees
+        case let .endSession(id, _, _), let .endAlarm(id, _, _): [id]
+        case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
+        case let .lastSeen(username, _): [username]
+        }
+    }
+}
