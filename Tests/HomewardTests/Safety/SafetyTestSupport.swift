@@ -129,8 +129,8 @@ final class InstrumentedStore: RelayStore {
 
     private let store: SQLiteStore
     private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
-    /// While held, token look-ups wait: a sign-in stays with the relay until `releaseReads`.
-    private let readGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
+    /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
+    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
 
     init(_ store: SQLiteStore) { self.store = store }
 
@@ -144,6 +144,13 @@ final class InstrumentedStore: RelayStore {
     func load() async throws -> StoredState { try await store.load() }
 
     func apply(_ changes: [StoreChange]) async throws {
+        await withCheckedContinuation { continuation in
+            let pass = writeGate.withLock { gate in
+                if gate.held { gate.waiting.append(continuation) }
+                return !gate.held
+            }
+            if pass { continuation.resume() }
+        }
         let fail = counts.withLock { counts -> Bool in
             counts.failuresAhead = counts.failuresAhead.map { $0 - 1 }
             let due = counts.failuresAhead.contains(0)
@@ -157,23 +164,14 @@ final class InstrumentedStore: RelayStore {
 
     func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
 
-    func username(forTokenHash hash: String) async throws -> String? {
-        await withCheckedContinuation { continuation in
-            let pass = readGate.withLock { gate in
-                if gate.held { gate.waiting.append(continuation) }
-                return !gate.held
-            }
-            if pass { continuation.resume() }
-        }
-        return try await store.username(forTokenHash: hash)
+    func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+
+    func holdWrites() {
+        writeGate.withLock { $0.held = true }
     }
 
-    func holdReads() {
-        readGate.withLock { $0.held = true }
-    }
-
-    func releaseReads() {
-        let waiting = readGate.withLock { gate in
+    func releaseWrites() {
+        let waiting = writeGate.withLock { gate in
             gate.held = false
             defer { gate.waiting.removeAll() }
             return gate.waiting

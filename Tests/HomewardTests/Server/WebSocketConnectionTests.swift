@@ -123,8 +123,10 @@ final class SignInRaceTests: XCTestCase {
     func testAConnectionGoneBeforeItsSignInIsAnsweredIsNotLeftOnline() async throws {
         let database = try SQLiteStore.inMemory()
         let token = Token.mint()
-        try await database.apply([.createUser(UserProfile(username: "alice", name: "Alice"), passwordHash: "x", at: 1),
-                                  .createToken(hash: Token.hash(token), username: "alice", at: 1)])
+        // Issued two minutes ago: signing in with it records its use, a write the test holds.
+        let issued = Relay.systemMillis() - 120_000
+        try await database.apply([.createUser(UserProfile(username: "alice", name: "Alice"), passwordHash: "x", at: issued),
+                                  .createToken(hash: Token.hash(token), username: "alice", at: issued)])
         let store = InstrumentedStore(database)
         let relay = try await Relay(store: store, metrics: NOOPMetricsHandler.instance)
         let channel = NIOAsyncTestingChannel()
@@ -137,13 +139,14 @@ final class SignInRaceTests: XCTestCase {
         }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
 
-        // The sign-in waits in the store for its token while the connection goes away.
-        store.holdReads()
+        // The sign-in waits in the store (it records the token's use) while the connection goes away.
+        store.holdWrites()
         try await channel.writeInbound(WebSocketFrame(fin: true, opcode: .text,
                                                       data: ByteBuffer(string: #"{"type":"hello","id":1,"token":"\#(token)"}"#)))
         try await channel.close()
-        store.releaseReads()
+        store.releaseWrites()
         await relay.drain()  // the relay signs alice in and answers a connection that is gone
+        XCTAssertEqual(store.commits, 1, "the sign-in went through")
         await channel.testingEventLoop.run()
         await relay.drain()
         XCTAssertFalse(relay.presence.isOnline("alice"), "a closed connection must not keep alice online")
