@@ -27,6 +27,8 @@ final class ConnectionLoop: @unchecked Sendable {
     /// Messages for connections on other loops, by loop, waiting for the end of the read burst.
     private var outbox: [Batch] = []
     private var passScheduled = false
+    /// Completed when the last connection leaves, once `closeAll` asked for it.
+    private var emptied: EventLoopPromise<Void>?
     private var positionsSinceSample = 0
     /// One position in this many has its fan-out timed for `homeward_fanout_latency_seconds`.
     static let fanoutSampleInterval = 32
@@ -58,6 +60,10 @@ final class ConnectionLoop: @unchecked Sendable {
     func remove(_ connection: WebSocketConnection) {
         eventLoop.preconditionInEventLoop()
         connections.removeValue(forKey: ObjectIdentifier(connection))
+        if connections.isEmpty, let emptied {
+            self.emptied = nil
+            emptied.succeed()
+        }
     }
 
     var connectionCount: Int {
@@ -65,10 +71,15 @@ final class ConnectionLoop: @unchecked Sendable {
         return connections.count
     }
 
-    /// Sends every connection on this loop a close frame with `code`; each leaves once it is closed.
-    func closeAll(_ code: CloseCode, reason: String) {
+    /// Sends every connection on this loop a close frame with `code`; the future completes when the last
+    /// of them has left (as NIO's `ServerQuiescingHelper` does for a server: no polling).
+    func closeAll(_ code: CloseCode, reason: String) -> EventLoopFuture<Void> {
         eventLoop.preconditionInEventLoop()
         for connection in connections.values { connection.closeNow(code, reason: reason) }
+        guard !connections.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
+        let promise = emptied ?? eventLoop.makePromise()
+        emptied = promise
+        return promise.futureResult
     }
 
     /// Whether to time this position's fan-out: one in `fanoutSampleInterval`, counted per loop

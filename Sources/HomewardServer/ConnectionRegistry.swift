@@ -19,22 +19,14 @@ struct ConnectionRegistry: Sendable {
         return loop
     }
 
-    /// Closes every connection with `code` and waits until they are gone (or `timeout` passes).
+    /// Closes every connection with `code` and waits until they are gone, or `timeout` passes.
     func closeAll(_ code: CloseCode, reason: String, timeout: TimeAmount) async {
-        for loop in loops.values {
-            loop.eventLoop.execute { loop.closeAll(code, reason: reason) }
-        }
-        let deadline = NIODeadline.now() + timeout
-        while await count() > 0, NIODeadline.now() < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-    }
-
-    private func count() async -> Int {
-        var total = 0
-        for loop in loops.values {
-            total += (try? await loop.eventLoop.submit { loop.connectionCount }.get()) ?? 0
-        }
-        return total
+        guard let any = loops.values.first?.eventLoop else { return }
+        let done = any.makePromise(of: Void.self)
+        let closed = loops.values.map { loop in loop.eventLoop.flatSubmit { loop.closeAll(code, reason: reason) } }
+        EventLoopFuture.andAllComplete(closed, on: any).whenComplete { _ in done.succeed() }
+        let deadline = any.scheduleTask(in: timeout) { done.succeed() }
+        try? await done.futureResult.get()
+        deadline.cancel()
     }
 }
