@@ -4,7 +4,8 @@ import NIOPosix
 
 /// A client of nats-server (core NATS over plain TCP): publish, subscribe, request-reply, and a
 /// connection that comes back by itself. All state lives on one event loop (`NATSClientCore`);
-/// every call here hops onto it. Errors thrown are `NATSError`.
+/// every call here hops onto it. Errors thrown are `NATSError`. Call `close()` when done: until then
+/// the client keeps its socket, timers and reconnect attempts alive.
 ///
 /// ```swift
 /// let client = try await NATSClient.connect(urls: ["nats://127.0.0.1:4222"])

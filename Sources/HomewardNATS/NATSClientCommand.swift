@@ -45,34 +45,29 @@ public enum NATSClientCommand: Sendable, Equatable {
             buffer.writeStaticString("CONNECT ")
             // JSONEncoder cannot fail on this struct of strings, numbers and booleans.
             buffer.writeBytes(try! JSONEncoder().encode(options))
-        case .publish(let subject, let replyTo, let payload):
-            buffer.writeStaticString("PUB ")
-            buffer.writeString(subject)
-            if let replyTo {
-                buffer.writeInteger(UInt8(ascii: " "))
-                buffer.writeString(replyTo)
-            }
-            buffer.writeInteger(UInt8(ascii: " "))
-            buffer.writeString(String(payload.readableBytes))
             buffer.writeStaticString("\r\n")
+        case .publish(let subject, let replyTo, let payload):
+            Self.writeLine(["PUB", subject, replyTo, String(payload.readableBytes)], into: &buffer)
             buffer.writeImmutableBuffer(payload)
+            buffer.writeStaticString("\r\n")
         case .subscribe(let subject, let queueGroup, let id):
-            buffer.writeStaticString("SUB ")
-            buffer.writeString(subject)
-            if let queueGroup {
-                buffer.writeInteger(UInt8(ascii: " "))
-                buffer.writeString(queueGroup)
-            }
-            buffer.writeInteger(UInt8(ascii: " "))
-            buffer.writeString(String(id))
+            Self.writeLine(["SUB", subject, queueGroup, String(id)], into: &buffer)
         case .unsubscribe(let id, let maxMessages):
-            buffer.writeStaticString("UNSUB ")
-            buffer.writeString(String(id))
-            if let maxMessages { buffer.writeString(" \(maxMessages)") }
+            Self.writeLine(["UNSUB", String(id), maxMessages.map(String.init)], into: &buffer)
         case .ping:
-            buffer.writeStaticString("PING")
+            buffer.writeStaticString("PING\r\n")
         case .pong:
-            buffer.writeStaticString("PONG")
+            buffer.writeStaticString("PONG\r\n")
+        }
+    }
+
+    /// A control line: the fields that are present, separated by one space, then CRLF.
+    private static func writeLine(_ fields: [String?], into buffer: inout ByteBuffer) {
+        var first = true
+        for case let field? in fields {
+            if !first { buffer.writeInteger(UInt8(ascii: " ")) }
+            buffer.writeString(field)
+            first = false
         }
         buffer.writeStaticString("\r\n")
     }

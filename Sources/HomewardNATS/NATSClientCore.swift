@@ -106,7 +106,8 @@ final class NATSClientCore {
             events.yield(.disconnected(reason: reason))
             scheduleRetry(after: delay, connection: connection)
         case .giveUp(let error):
-            logger.error("NATS client gave up", metadata: ["error": "\(error)"])
+            // A failed first connect is thrown to the caller of `connect`; giving up later is news.
+            logger.log(level: connectPromise == nil ? .error : .debug, "NATS client gave up", metadata: ["error": "\(error)"])
             shutDown(with: error)
         }
     }

@@ -188,21 +188,20 @@ struct NATSConnectionStateMachine {
     /// `-ERR` from the server. During the handshake it means the server refused CONNECT (it closes
     /// the socket too); once connected the error is only logged, and a fatal one ends in a closed socket.
     mutating func serverErrorReceived(_ message: String, connection: ConnectionID) -> FailureAction {
-        switch state {
-        case .connecting(let attempt), .reconnecting(let attempt):
-            guard attempt.connection == connection, attempt.phase != .waiting else { return .none }
-            return connectionFailed(connection: connection, reason: "server error: \(message)")
-        default:
-            return .none
-        }
+        failHandshake(connection: connection, reason: "server error: \(message)")
     }
 
     /// The handshake of `connection` took longer than the connect timeout.
     mutating func handshakeTimedOut(connection: ConnectionID) -> FailureAction {
+        failHandshake(connection: connection, reason: "handshake timed out")
+    }
+
+    /// Fails `connection` only while it is in its handshake.
+    private mutating func failHandshake(connection: ConnectionID, reason: String) -> FailureAction {
         switch state {
         case .connecting(let attempt), .reconnecting(let attempt):
             guard attempt.connection == connection, attempt.phase != .waiting else { return .none }
-            return connectionFailed(connection: connection, reason: "handshake timed out")
+            return connectionFailed(connection: connection, reason: reason)
         default:
             return .none
         }
