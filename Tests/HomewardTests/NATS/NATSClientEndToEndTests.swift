@@ -4,8 +4,8 @@ import XCTest
 
 /// The NATS client against a real nats-server on a loopback port (see `NATSServerProcess`).
 final class NATSClientEndToEndTests: XCTestCase {
-    private func startServer() async throws -> NATSServerProcess {
-        let server = try await NATSServerProcess.start()
+    private func startServer(configuration: String? = nil) async throws -> NATSServerProcess {
+        let server = try await NATSServerProcess.start(configuration: configuration)
         addTeardownBlock { server.stop() }
         return server
     }
@@ -267,6 +267,43 @@ final class NATSClientEndToEndTests: XCTestCase {
         } catch let error as NATSError {
             XCTAssertEqual(error, .notConnected)
         }
+    }
+
+    // MARK: Keepalive
+
+    /// Waits `seconds` for a client event and asserts there is none. Only time can show that something
+    /// does not happen; the window is long enough for what would happen if the feature broke.
+    private func assertNoEvent(_ client: NATSClient, for seconds: Double, _ message: String) async throws {
+        let event = try await withThrowingTaskGroup(of: NATSClientEvent?.self) { group in
+            group.addTask { for await event in client.events { return event }; return nil }
+            group.addTask { try await Task.sleep(for: .milliseconds(Int(seconds * 1000))); return nil }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        XCTAssertNil(event, message)
+    }
+
+    func testServerPingsAreAnsweredSoAnIdleConnectionStays() async throws {
+        // The server pings an idle client every 100 ms and drops it when one PING goes unanswered.
+        let server = try await startServer(configuration: "ping_interval: \"100ms\"\nping_max: 1\n")
+        var configuration = Self.fastReconnect
+        configuration.pingInterval = .hours(1) // no pings of our own: those would count as traffic
+        let client = try await connect([server.url], configuration: configuration)
+        try await assertNoEvent(client, for: 0.8, "an unanswered server PING would have dropped the connection within 0.3 s")
+        let subscription = try await client.subscribe(subject: "still")
+        try await publish(client, "still", ["here"])
+        try await assertEqual(try await receive(subscription, 1), ["here"])
+    }
+
+    func testOurKeepalivePingsGetPongsAndAHealthyConnectionIsNotCalledStale() async throws {
+        let server = try await startServer()
+        var configuration = Self.fastReconnect
+        configuration.pingInterval = .milliseconds(50)
+        configuration.maxPingsOutstanding = 1 // a PONG not credited would make the second tick drop the connection
+        let client = try await connect([server.url], configuration: configuration)
+        try await assertNoEvent(client, for: 0.5, "the connection was dropped as stale although the server answered")
+        let connected = await client.isConnected
+        XCTAssertTrue(connected)
     }
 
     // MARK: Slow consumers

@@ -8,25 +8,35 @@ import XCTest
 final class NATSServerProcess: Sendable {
     private let current = Mutex<Process?>(nil)
     let port: Int
+    /// `-c FILE` when started with a configuration, kept for restarts.
+    private let arguments: [String]
 
     var url: String { "nats://127.0.0.1:\(port)" }
 
-    static func start() async throws -> NATSServerProcess {
-        let (process, port) = try await launch(port: -1)
-        let server = NATSServerProcess(port: port)
+    /// `configuration`: nats-server configuration file text (for settings without a flag, like `ping_interval`).
+    static func start(configuration: String? = nil) async throws -> NATSServerProcess {
+        var arguments: [String] = []
+        if let configuration {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("nats-test-\(UUID().uuidString).conf")
+            try configuration.write(to: file, atomically: true, encoding: .utf8)
+            arguments = ["-c", file.path]
+        }
+        let (process, port) = try await launch(port: -1, arguments: arguments)
+        let server = NATSServerProcess(port: port, arguments: arguments)
         server.current.withLock { $0 = process }
         return server
     }
 
-    private init(port: Int) {
+    private init(port: Int, arguments: [String]) {
         self.port = port
+        self.arguments = arguments
     }
 
     /// Starts nats-server and returns once its log says it listens (it accepts from then on).
-    private static func launch(port: Int) async throws -> (Process, Int) {
+    private static func launch(port: Int, arguments: [String]) async throws -> (Process, Int) {
         let process = Process()
         process.executableURL = try executable()
-        process.arguments = ["-a", "127.0.0.1", "-p", String(port)]
+        process.arguments = arguments + ["-a", "127.0.0.1", "-p", String(port)]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -58,11 +68,15 @@ final class NATSServerProcess: Sendable {
     /// A new server on the same port (after `kill()`, or killing the running one first).
     func restart() async throws {
         kill()
-        let (process, _) = try await Self.launch(port: port)
+        let (process, _) = try await Self.launch(port: port, arguments: arguments)
         current.withLock { $0 = process }
     }
 
-    func stop() { kill() }
+    /// Ends the server and removes its configuration file.
+    func stop() {
+        kill()
+        if let file = arguments.last, arguments.first == "-c" { try? FileManager.default.removeItem(atPath: file) }
+    }
 
     /// nats-server from the PATH or where the Debian package puts it.
     static func executable() throws -> URL {
