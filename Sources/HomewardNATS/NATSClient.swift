@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// A client of nats-server (core NATS over plain TCP): publish, subscribe, request-reply, and a
 /// connection that comes back by itself. All state lives on one event loop (`NATSClientCore`);
@@ -20,6 +21,7 @@ public final class NATSClient: Sendable {
     public let events: AsyncStream<NATSClientEvent>
     private let core: NIOLoopBound<NATSClientCore>
     private let configuration: NATSClientConfiguration
+    private let requestNumbers = Atomic<UInt64>(0)
 
     private init(eventLoop: any EventLoop, core: NIOLoopBound<NATSClientCore>, events: AsyncStream<NATSClientEvent>,
                  configuration: NATSClientConfiguration) {
@@ -76,12 +78,22 @@ public final class NATSClient: Sendable {
     }
 
     /// Publishes with a reply subject in this client's inbox and returns the first reply, or throws
-    /// `timeout`. All requests share one inbox subscription.
+    /// `timeout`. All requests share one inbox subscription. Cancelling the awaiting task ends the wait
+    /// with `CancellationError`.
     public func request(subject: String, payload: ByteBuffer, timeout: Duration = .seconds(5)) async throws -> NATSMessage {
         try NATSSubject.validate(subject, wildcards: false)
         let core = self.core
+        let loop = eventLoop
         let amount = TimeAmount(timeout)
-        return try await eventLoop.flatSubmit { core.value.request(subject: subject, payload: payload, timeout: amount) }.get()
+        let number = requestNumbers.add(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            let reply = loop.flatSubmit { core.value.request(number: number, subject: subject, payload: payload, timeout: amount) }
+            // A cancel that came before the request was registered found nothing to cancel: repeat it after.
+            if Task.isCancelled { loop.execute { core.value.cancelRequest(number: number) } }
+            return try await reply.get()
+        } onCancel: {
+            loop.execute { core.value.cancelRequest(number: number) }
+        }
     }
 
     /// Waits until the server has processed everything this client sent before (one PING round trip).
@@ -97,6 +109,12 @@ public final class NATSClient: Sendable {
             let core = self.core
             return (try? await eventLoop.submit { core.value.isConnected }.get()) ?? false
         }
+    }
+
+    /// The live subscriptions' ids (the request inbox included), for tests.
+    func subscriptionIDs() async -> [UInt64] {
+        let core = self.core
+        return (try? await eventLoop.submit { core.value.subscriptionIDs }.get()) ?? []
     }
 
     /// Waits (bounded by `closeFlushTimeout`) until the server has what was published, then closes.

@@ -50,7 +50,6 @@ final class NATSClientCore {
     private let inboxPrefix: String
     private var inboxSubscription: UInt64?
     private var requests: [Substring: PendingRequest] = [:]
-    private var nextRequest: UInt64 = 0
 
     /// Must be created on `eventLoop`: it is wrapped in a `NIOLoopBound` right away.
     init(eventLoop: any EventLoop, servers: [NATSServerAddress], configuration: NATSClientConfiguration, logger: Logger,
@@ -305,7 +304,8 @@ final class NATSClientCore {
         if action.finish { subscribers.removeValue(forKey: id)?.continuation.finish() }
     }
 
-    func request(subject: String, payload: ByteBuffer, timeout: TimeAmount) -> EventLoopFuture<NATSMessage> {
+    /// `number` is unique per client (`NATSClient` counts), so that a cancellation can name the request.
+    func request(number: UInt64, subject: String, payload: ByteBuffer, timeout: TimeAmount) -> EventLoopFuture<NATSMessage> {
         do throws(NATSError) {
             if inboxSubscription == nil {
                 nextSubscriptionID += 1
@@ -315,8 +315,7 @@ final class NATSClientCore {
                 }
                 inboxSubscription = id
             }
-            nextRequest += 1
-            let token = Substring(String(nextRequest))
+            let token = Substring(String(number))
             try publish(subject: subject, replyTo: inboxPrefix + token, payload: payload)
             let promise = eventLoop.makePromise(of: NATSMessage.self)
             let bound = self.bound
@@ -330,6 +329,13 @@ final class NATSClientCore {
 
     private func timeOut(request token: Substring) {
         requests.removeValue(forKey: token)?.promise.fail(NATSError.timeout)
+    }
+
+    /// The task awaiting request `number` was cancelled: stop waiting for its reply.
+    func cancelRequest(number: UInt64) {
+        guard let request = requests.removeValue(forKey: Substring(String(number))) else { return }
+        request.timeout.cancel()
+        request.promise.fail(CancellationError())
     }
 
     /// `close()`, or giving up: everything waiting fails with `error`, every subscription ends.
@@ -361,4 +367,7 @@ final class NATSClientCore {
     }
 
     var isConnected: Bool { machine.isConnected }
+
+    /// The subscriptions the server is (or, after a reconnect, will be) told about.
+    var subscriptionIDs: [UInt64] { machine.subscriptions.keys.sorted() }
 }

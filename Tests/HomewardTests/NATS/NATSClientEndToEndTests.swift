@@ -1,4 +1,4 @@
-import HomewardNATS
+@testable import HomewardNATS
 import NIOCore
 import XCTest
 
@@ -193,6 +193,28 @@ final class NATSClientEndToEndTests: XCTestCase {
         let subscription = try await client.subscribe(subject: "after")
         try await publish(client, "after", ["ok"])
         try await assertEqual(try await receive(subscription, 1), ["ok"])
+    }
+
+    func testCancellingTheTaskThatAwaitsARequestEndsTheWait() async throws {
+        let server = try await startServer()
+        let client = try await connect([server.url])
+        let waiting = Task { try await client.request(subject: "svc.nobody", payload: ByteBuffer(), timeout: .seconds(60)) }
+        try await client.flush() // the request is out, and waiting
+        waiting.cancel()
+        let outcome = try await withTimeout(5, "the cancelled request to end") { await waiting.result }
+        XCTAssertThrowsError(try outcome.get()) { XCTAssertTrue($0 is CancellationError, "\($0)") }
+    }
+
+    func testAConsumerWhoseTaskIsCancelledUnsubscribes() async throws {
+        let server = try await startServer()
+        let client = try await connect([server.url])
+        let subscription = try await client.subscribe(subject: "walker.ann")
+        let kept = try await client.subscribe(subject: "walker.ben")
+        let consumer = Task { for await _ in subscription {} }
+        consumer.cancel()
+        await consumer.value
+        let live = await client.subscriptionIDs()
+        XCTAssertEqual(live, [kept.id])
     }
 
     // MARK: Reconnects
