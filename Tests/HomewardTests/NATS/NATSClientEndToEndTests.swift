@@ -306,12 +306,12 @@ final class NATSClientEndToEndTests: XCTestCase {
     }
 
     func testServerPingsAreAnsweredSoAnIdleConnectionStays() async throws {
-        // The server pings an idle client every 100 ms and drops it when one PING goes unanswered.
-        let server = try await startServer(configuration: "ping_interval: \"100ms\"\nping_max: 1\n")
+        // The server pings an idle client every 200 ms and drops it when two PINGs go unanswered.
+        let server = try await startServer(configuration: "ping_interval: \"200ms\"\nping_max: 2\n")
         var configuration = Self.fastReconnect
         configuration.pingInterval = .hours(1) // no pings of our own: those would count as traffic
         let client = try await connect([server.url], configuration: configuration)
-        try await assertNoEvent(client, for: 0.8, "an unanswered server PING would have dropped the connection within 0.3 s")
+        try await assertNoEvent(client, for: 1.2, "unanswered server PINGs would have dropped the connection within 0.7 s")
         let subscription = try await client.subscribe(subject: "still")
         try await publish(client, "still", ["here"])
         try await assertEqual(try await receive(subscription, 1), ["here"])
@@ -320,10 +320,10 @@ final class NATSClientEndToEndTests: XCTestCase {
     func testOurKeepalivePingsGetPongsAndAHealthyConnectionIsNotCalledStale() async throws {
         let server = try await startServer()
         var configuration = Self.fastReconnect
-        configuration.pingInterval = .milliseconds(50)
-        configuration.maxPingsOutstanding = 1 // a PONG not credited would make the second tick drop the connection
+        configuration.pingInterval = .milliseconds(100)
+        configuration.maxPingsOutstanding = 2 // PONGs not credited would make the third tick (0.3 s) drop the connection
         let client = try await connect([server.url], configuration: configuration)
-        try await assertNoEvent(client, for: 0.5, "the connection was dropped as stale although the server answered")
+        try await assertNoEvent(client, for: 0.7, "the connection was dropped as stale although the server answered")
         let connected = await client.isConnected
         XCTAssertTrue(connected)
     }
