@@ -165,9 +165,7 @@ final class NATSClientCore {
         case .info(let info):
             guard let server = machine.infoReceived(info, connection: connection) else { return }
             let address = servers[server]
-            var options = NATSConnectOptions(name: configuration.name, user: address.user, pass: address.password)
-            options.tlsRequired = false
-            write(.connect(options), flush: false)
+            write(.connect(NATSConnectOptions(name: configuration.name, user: address.user, pass: address.password)), flush: false)
             write(.ping)
         case .error(let message):
             logger.warning("NATS server error", metadata: ["error": "\(message)"])
