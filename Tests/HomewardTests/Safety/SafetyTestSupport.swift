@@ -120,66 +120,6 @@ extension RelayReply {
     func field(_ key: String) -> JSONValue? { fields.last(where: { $0.0 == key })?.1 }
 }
 
-/// A store between the relay and its database that counts the transactions the relay commits and
-/// can fail chosen writes, as a full disk or a lost database connection would.
-final class InstrumentedStore: RelayStore {
-    struct InjectedFailure: Error, CustomStringConvertible {
-        var description: String { "injected storage failure" }
-    }
-
-    private let store: SQLiteStore
-    private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
-    /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
-    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
-
-    init(_ store: SQLiteStore) { self.store = store }
-
-    var commits: Int { counts.withLock { $0.commits } }
-
-    /// Makes the `n`th write from now (1 is the next) fail without applying anything.
-    func failWrite(_ n: Int) {
-        counts.withLock { $0.failuresAhead.append(n) }
-    }
-
-    func load() async throws -> StoredState { try await store.load() }
-
-    func apply(_ changes: [StoreChange]) async throws {
-        await withCheckedContinuation { continuation in
-            let pass = writeGate.withLock { gate in
-                if gate.held { gate.waiting.append(continuation) }
-                return !gate.held
-            }
-            if pass { continuation.resume() }
-        }
-        let fail = counts.withLock { counts -> Bool in
-            counts.failuresAhead = counts.failuresAhead.map { $0 - 1 }
-            let due = counts.failuresAhead.contains(0)
-            counts.failuresAhead.removeAll { $0 <= 0 }
-            return due
-        }
-        if fail { throw InjectedFailure() }
-        try await store.apply(changes)
-        counts.withLock { $0.commits += 1 }
-    }
-
-    func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
-
-    func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
-
-    func holdWrites() {
-        writeGate.withLock { $0.held = true }
-    }
-
-    func releaseWrites() {
-        let waiting = writeGate.withLock { gate in
-            gate.held = false
-            defer { gate.waiting.removeAll() }
-            return gate.waiting
-        }
-        for continuation in waiting { continuation.resume() }
-    }
-}
-
 extension SafetyHarness {
     /// A harness whose relay reaches its database through an `InstrumentedStore`, and that store.
     static func instrumented(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings())
