@@ -1,3 +1,4 @@
+import CoreMetrics
 import HomewardProtocol
 import NIOCore
 import NIOPosix
@@ -30,6 +31,9 @@ final class ConnectionLoop: @unchecked Sendable {
     /// Completed when the last connection leaves, once `closeAll` asked for it.
     private var emptied: EventLoopPromise<Void>?
     private var positionsSinceSample = 0
+    private var fanoutLatencies: [Int64] = []
+    /// At most this many fan-out times wait for the next report (32 × this positions a second per loop).
+    static let maxPendingLatencies = 4096
     /// One position in this many has its fan-out timed for `homeward_fanout_latency_seconds`.
     static let fanoutSampleInterval = 32
 
@@ -44,8 +48,11 @@ final class ConnectionLoop: @unchecked Sendable {
 
     /// Makes this the loop's `current` and starts the keepalive sweep: every connection on this
     /// loop is pinged each `pingInterval`.
-    func start(pingInterval: TimeAmount) {
+    func start(pingInterval: TimeAmount, fanoutLatency: Timer) {
         eventLoop.execute { Self.current.currentValue = self }
+        eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
+            self.reportFanoutLatencies(to: fanoutLatency)
+        }
         eventLoop.scheduleRepeatedTask(initialDelay: pingInterval, delay: pingInterval) { _ in
             self.eventLoop.preconditionInEventLoop()
             for connection in self.connections.values { connection.keepaliveTick() }
@@ -90,6 +97,20 @@ final class ConnectionLoop: @unchecked Sendable {
         guard positionsSinceSample >= Self.fanoutSampleInterval else { return false }
         positionsSinceSample = 0
         return true
+    }
+
+    /// Keeps a fan-out time for the next `reportFanoutLatencies`: the histogram takes a lock per value,
+    /// which must not be on a position's path (the presence shard is its one lock).
+    func recordFanoutLatency(nanoseconds: Int64) {
+        eventLoop.preconditionInEventLoop()
+        if fanoutLatencies.count < Self.maxPendingLatencies { fanoutLatencies.append(nanoseconds) }
+    }
+
+    /// Moves the kept fan-out times into `timer`; once a second, from `start`.
+    private func reportFanoutLatencies(to timer: Timer) {
+        eventLoop.preconditionInEventLoop()
+        for nanoseconds in fanoutLatencies { timer.recordNanoseconds(nanoseconds) }
+        fanoutLatencies.removeAll(keepingCapacity: true)
     }
 
     /// Flushes `connection` in the next pass.

@@ -10,7 +10,7 @@ import HomewardProtocol
 final class RelayMetrics: Sendable {
     let factory: any MetricsFactory
     let connections: Meter
-    /// Sampled: see `ConnectionLoop.sampleFanoutLatency`.
+    /// Sampled, and reported once a second per loop: see `ConnectionLoop.recordFanoutLatency`.
     let fanoutLatency: Timer
     /// Connections closed right after accept because their address holds too many unauthenticated ones.
     let refusedConnections: Counter

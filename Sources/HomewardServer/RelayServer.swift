@@ -59,7 +59,7 @@ public struct RelayServer: Sendable {
         // (checked at the same granularity as before); only the phase of the first ping changes.
         let pingInterval = TimeAmount.nanoseconds(Int64(config.limits.pingInterval * 1e9))
         let loops = group.makeIterator().map { ConnectionLoop(eventLoop: $0) }
-        for loop in loops { loop.start(pingInterval: pingInterval) }
+        for loop in loops { loop.start(pingInterval: pingInterval, fanoutLatency: metrics.fanoutLatency) }
         let connections = ConnectionRegistry(loops: loops)
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,

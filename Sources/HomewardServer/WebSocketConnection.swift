@@ -167,10 +167,10 @@ final class WebSocketConnection: ChannelInboundHandler {
         case .replyError(let error, let id):
             replyError(error, to: id)
         case .publish(let position, let username, let id):
-            // The latency histogram takes a lock per sample, so only some positions are timed.
+            // Some positions are timed; the loop reports the times to the histogram off this path.
             let started = loop.sampleFanoutLatency() ? NIODeadline.now() : nil
             let delivered = relay.publish(position, from: username)
-            if let started { metrics.fanoutLatency.recordNanoseconds((NIODeadline.now() - started).nanoseconds) }
+            if let started { loop.recordFanoutLatency(nanoseconds: (NIODeadline.now() - started).nanoseconds) }
             if delivered > 0 { metrics.sent("pos", count: delivered) }
             replyOK(to: id, [])
         case .serve(let request, let auth, let id):
