@@ -79,17 +79,6 @@ extension StoreChange {
         }
     }
 
-    /// A friendship pair in storage order: smaller username first.
-    static func canonical(_ first: String, _ second: String) -> (String, String) {
-        first < second ? (first, second) : (second, first)
-    }
-
-    /// `names` without repeats, first occurrence kept: a repeated name would break the primary key.
-    private static func unique(_ names: [String]) -> [String] {
-        var seen = Set<String>()
-        return names.filter { seen.insert($0).inserted }
-    }
-
     private static func save(_ session: FollowSession, in db: Database) throws {
         try db.execute(
             sql: """
