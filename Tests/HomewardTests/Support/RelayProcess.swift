@@ -43,28 +43,13 @@ final class RelayProcess: Sendable {
         process.standardError = output
         // The reader thread reports the port once and keeps draining, so the relay never blocks on a full pipe.
         let (ports, portSink) = AsyncStream<Int>.makeStream()
-        let handle = output.fileHandleForReading
-        let thread = Thread {
-            var pending = Data()
-            var found = false
-            while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                pending.append(data)
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                    pending.removeSubrange(pending.startIndex...newline)
-                    if !found, let range = line.range(of: "address=wss://127.0.0.1:"),
-                       let port = Int(line[range.upperBound...].prefix { $0.isNumber }) {
-                        found = true
-                        portSink.yield(port)
-                        portSink.finish()
-                    }
-                }
-            }
+        // Once the stream is finished, later yields do nothing: only the first port counts.
+        OutputLines.watch(output.fileHandleForReading, onLine: { line in
+            guard let range = line.range(of: "address=wss://127.0.0.1:"),
+                  let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else { return }
+            portSink.yield(port)
             portSink.finish()
-        }
-        thread.start()
+        }, onEnd: { portSink.finish() })
         try process.run()
         let port: Int
         do {
