@@ -118,23 +118,19 @@ extension StoreChange {
                 repeats = excluded.repeats, next_repeat_at = excluded.next_repeat_at
             """)
 
-        // Alarm keeps the order of acknowledgements but not their times: a recipient keeps the
-        // time of its first save as acknowledged.
-        var ackedAt: [String: Int64] = [:]
+        var ackTimes: [String: Int64] = [:]
         let rows = try await db.query(
             "SELECT username, acked_at FROM alarm_recipients WHERE alarm_id = \(alarm.id) AND acked_at IS NOT NULL",
             logger: logger)
-        for try await (username, at) in rows.decode((String, Int64).self) { ackedAt[username] = at }
+        for try await (username, at) in rows.decode((String, Int64).self) { ackTimes[username] = at }
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        let ackOrder = Dictionary(alarm.acked.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
 
         try await run("DELETE FROM alarm_recipients WHERE alarm_id = \(alarm.id)")
-        for (position, recipient) in unique(alarm.recipients).enumerated() {
-            let order = ackOrder[recipient].map(Int64.init)
+        for recipient in alarm.storedRecipients(ackTimes: ackTimes, now: now) {
             try await run("""
                 INSERT INTO alarm_recipients (alarm_id, username, position, delivered_at, acked_at, ack_order)
-                VALUES (\(alarm.id), \(recipient), \(Int64(position)), \(alarm.deliveredAt[recipient]),
-                        \(order.map { _ in ackedAt[recipient] ?? now }), \(order))
+                VALUES (\(alarm.id), \(recipient.username), \(recipient.position), \(recipient.deliveredAt),
+                        \(recipient.ackedAt), \(recipient.ackOrder))
                 """)
         }
     }

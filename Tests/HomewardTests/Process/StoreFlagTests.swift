@@ -5,17 +5,9 @@ import XCTest
 /// with a message that says what is wrong, before it listens or touches the data directory.
 final class StoreFlagTests: XCTestCase {
     private func runRelay(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = try RelayProcess.executable()
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", "/nonexistent/homeward-store-flag"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try runToEnd(RelayProcess.executable(),
+                     ["--host", "127.0.0.1", "--port", "0", "--data-dir", "/nonexistent/homeward-store-flag"] + arguments,
+                     environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
     }
 
     func testBadStoreValuesAreStartupErrors() throws {

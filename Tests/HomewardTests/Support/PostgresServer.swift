@@ -144,17 +144,9 @@ final class PostgresServer: Sendable {
 
     /// Runs a tool to its end; throws with its output when it fails.
     private static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(tool) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(text)")
+        let (status, output) = try runToEnd(URL(fileURLWithPath: tool), arguments)
+        guard status == 0 else {
+            throw TestFailure("\(tool) \(arguments.joined(separator: " ")) failed (\(status)): \(output)")
         }
     }
 

@@ -1,5 +1,6 @@
 /// What every `RelayStore` needs to store a change the same way: which strings of it are keys (compared
-/// in SQL, so they must be stored exactly), and the storage order of a friendship pair.
+/// in SQL, so they must be stored exactly), the storage order of a friendship pair, and an alarm's
+/// recipient rows.
 /// Added for the PostgreSQL store (issue 13): SQLite and PostgreSQL share these rules, and no rule
 /// of the relay depends on them.
 extension StoreChange {
@@ -33,6 +34,30 @@ extension StoreChange {
     public static func unique(_ names: [String]) -> [String] {
         var seen = Set<String>()
         return names.filter { seen.insert($0).inserted }
+    }
+}
+
+/// One stored recipient of an alarm (a row of `alarm_recipients`).
+public struct StoredRecipient: Sendable, Equatable {
+    public let username: String
+    public let position: Int64
+    public let deliveredAt: Int64?
+    public let ackedAt: Int64?
+    public let ackOrder: Int64?
+}
+
+extension Alarm {
+    /// The recipient rows to store for this alarm: each recipient once, in order.
+    ///
+    /// `Alarm` keeps the order of acknowledgements but not their times, so a recipient keeps the time
+    /// of the first save that saw it acknowledged: `ackTimes` (what is stored now), else `now`.
+    public func storedRecipients(ackTimes: [String: Int64], now: Int64) -> [StoredRecipient] {
+        let ackOrder = Dictionary(acked.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        return StoreChange.unique(recipients).enumerated().map { position, username in
+            let order = ackOrder[username].map(Int64.init)
+            return StoredRecipient(username: username, position: Int64(position), deliveredAt: deliveredAt[username],
+                                   ackedAt: order.map { _ in ackTimes[username] ?? now }, ackOrder: order)
+        }
     }
 }
 
