@@ -1,7 +1,6 @@
 import HomewardCore
 import Logging
 import NIOCore
-import NIOPosix
 import NIOSSL
 import PostgresNIO
 

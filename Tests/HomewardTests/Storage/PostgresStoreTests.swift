@@ -12,7 +12,7 @@ struct PostgresStoreTests {
     private static let logger = Logger(label: "homeward.test.postgres")
 
     @Test func migrationsAreRecordedOnceAndTheSchemaHoldsTextExactly() async throws {
-        guard let server = try PostgresServer.current.server() else { return }
+        let server = try PostgresServer.requireCurrent()
         let location = try server.createDatabase()
         let subject = PostgresSubject(location: location, server: server)
         defer { Task { await subject.remove() } }
@@ -54,7 +54,7 @@ struct PostgresStoreTests {
     }
 
     @Test func aStoreAfterCloseFailsInsteadOfWaiting() async throws {
-        guard let server = try PostgresServer.current.server() else { return }
+        let server = try PostgresServer.requireCurrent()
         let store = try await PostgresStore.open(try server.createDatabase(),
                                                  timeouts: .init(connect: .seconds(1), query: .seconds(1)), logger: Self.logger)
         await store.close()

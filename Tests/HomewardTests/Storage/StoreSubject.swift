@@ -29,13 +29,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
     var testDescription: String { rawValue }
 
-    /// A subject on a new, empty database; nil when PostgreSQL tests are skipped (HOMEWARD_SKIP_POSTGRES=1).
-    func subject() async throws -> (any StoreSubject)? {
+    /// A subject on a new, empty database. With HOMEWARD_SKIP_POSTGRES=1 the PostgreSQL case is cancelled
+    /// (reported as skipped); without PostgreSQL installed it fails.
+    func subject() async throws -> any StoreSubject {
         switch self {
         case .sqlite:
             return SQLiteSubject()
         case .postgres:
-            guard let server = try PostgresServer.current.server() else { return nil }
+            let server = try PostgresServer.requireCurrent()
             return PostgresSubject(location: try server.createDatabase(), server: server)
         }
     }
@@ -136,6 +137,12 @@ struct PostgresSubject: StoreSubject {
 extension PostgresServer {
     /// The server of the running suite (see `PostgresServerScope`).
     @TaskLocal static var current: Availability = .unavailable("no PostgreSQL server: the suite needs the .postgresServer trait")
+
+    /// The suite's server; cancels the test when PostgreSQL tests are skipped, fails it when PostgreSQL is missing.
+    static func requireCurrent() throws -> PostgresServer {
+        guard let server = try current.server() else { try Test.cancel("\(skipVariable)=1: PostgreSQL tests skipped") }
+        return server
+    }
 }
 
 /// Starts one PostgreSQL server for a whole suite and stops it afterwards; its tests find it in
