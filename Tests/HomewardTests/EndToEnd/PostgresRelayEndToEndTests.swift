@@ -100,4 +100,33 @@ final class PostgresRelayEndToEndTests: EndToEndTestCase {
             XCTAssertLessThan(clock.now - started, .seconds(5), "no hang on \(location)")
         }
     }
+
+    /// The real executable with `--store postgres://…` (the flag, not an in-process configuration):
+    /// what was acknowledged survives kill -9, and the data directory holds no SQLite database.
+    func testRelayProcessWithTheStoreFlagKeepsItsDataAcrossKill9() async throws {
+        let server = try await server()
+        let location = try server.createDatabase()
+        let relay = try await RelayProcess.start(["--store", "postgres://postgres@127.0.0.1:\(server.port)/\(location.database)?sslmode=disable"])
+        addTeardownBlock { relay.stop() }
+        func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
+            let username = TestRelay.uniqueUsername(base)
+            let client = try await relay.connect(label: username)
+            let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
+            return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
+        }
+        let alice = try await register("alice")
+        let bob = try await register("bob")
+        try await alice.client.ok("friend.request", ["username": .string(bob.username)])
+        try await bob.client.ok("friend.accept", ["username": .string(alice.username)])
+        let raised = try await alice.client.ok("alarm.raise", ["text": "help\u{0} at the bridge"])
+        let alarmID = try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue)
+
+        try await relay.killAndRestart()
+        let bobAgain = try await relay.connect(label: "\(bob.username)-again")
+        try await bobAgain.ok("hello", ["token": .string(bob.token)])
+        let alarm = try await bobAgain.event("alarm")
+        XCTAssertEqual(alarm["alarm"]?["alarmId"], .string(alarmID), "the alarm acknowledged before kill -9 is pending")
+        XCTAssertEqual(alarm["alarm"]?["text"], "help\u{0} at the bridge", "its text comes back whole")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: relay.dataDirectory + "/homeward.sqlite"))
+    }
 }
