@@ -46,28 +46,34 @@ public final class PostgresStore: RelayStore {
 
     /// Connects to the database at `location` and brings its schema up to date, then starts the pool.
     /// Throws, with PostgreSQL's reason (connection refused, no such database, wrong password), when
-    /// that fails or takes longer than the connect and query timeouts together.
+    /// that fails, or when connecting takes longer than the connect timeout.
     public static func open(_ location: PostgresLocation, timeouts: Timeouts = Timeouts(),
                             logger: Logger = Logger(label: "homeward.postgres")) async throws -> PostgresStore {
         // One direct connection first: the pool retries a failing server quietly until the deadline,
         // while an operator starting the relay needs the reason.
         let configuration = try connectionConfiguration(location, timeouts)
         do {
-            try await withDeadline(timeouts.connect + timeouts.query, operation: "connect and migrate") {
-                let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-                do {
-                    try await PostgresSchema.migrate(connection, logger: logger)
-                } catch {
-                    try? await connection.close()
-                    throw error
-                }
-                try await connection.close()
+            let connection = try await withDeadline(timeouts.connect, operation: "connect") {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
             }
+            do {
+                // Migrating happens once, at start-up, and may wait for another relay's migration
+                // (the advisory lock): it gets more time than a request.
+                try await withDeadline(max(timeouts.query, migrationTimeout), operation: "migrate") {
+                    try await PostgresSchema.migrate(connection, logger: logger)
+                }
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try await connection.close()
         } catch {
             throw PostgresStoreError.wrap(error, operation: "connect and migrate")
         }
         return PostgresStore(location: location, timeouts: timeouts, logger: logger)
     }
+
+    static let migrationTimeout = Duration.seconds(60)
 
     /// Stops the pool and closes its connections; later calls fail.
     public func close() async {
