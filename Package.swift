@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "homeward-bench", targets: ["homeward-bench"]),
         .library(name: "HomewardClient", targets: ["HomewardClient"]),
         .library(name: "HomewardProtocol", targets: ["HomewardProtocol"]),
+        .library(name: "HomewardNATS", targets: ["HomewardNATS"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -30,6 +31,15 @@ let package = Package(
         .target(
             name: "HomewardProtocol",
             dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // A small client of nats-server (core NATS, plain TCP) for the relay's bus and the benchmark.
+        .target(
+            name: "HomewardNATS",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "HomewardCore",
@@ -114,7 +124,7 @@ let package = Package(
         .target(
             name: "HomewardBench",
             dependencies: [
-                "HomewardProtocol",
+                "HomewardProtocol", "HomewardNATS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -143,7 +153,7 @@ let package = Package(
         .testTarget(
             name: "HomewardTests",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

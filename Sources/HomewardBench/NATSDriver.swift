@@ -1,12 +1,15 @@
 import Foundation
+import HomewardNATS
 import NIOCore
 import Synchronization
 
-/// One NATS client connection over WSS speaking the NATS text protocol (INFO, CONNECT, PUB, SUB,
-/// MSG, PING, PONG). WebSocket frames do not align with protocol messages, so this parses a stream.
+/// One NATS client connection over WSS speaking the NATS text protocol. It must go over WebSocket and
+/// TLS to load nats-server the way Homeward's clients load the relay, which `NATSClient` (plain TCP)
+/// does not do; so it reuses only `HomewardNATS`'s encoder (`NATSClientCommand`) and streaming parser
+/// (`NATSParser`: WebSocket frames do not align with protocol messages).
 final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
     // Confined to the socket's event loop.
-    private var buffer: ByteBuffer?
+    private var parser = NATSParser()
     private var pongWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
     var onMessage: (@Sendable (ByteBuffer) -> Void)?
     private(set) var socket: BenchSocket!
@@ -15,7 +18,7 @@ final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
         let link = NATSLink()
         link.socket = try await BenchSocket.connect(group: env.group, tls: env.tls, host: "127.0.0.1", port: port, source: source,
                                                     framing: .webSocket(path: "/", subprotocol: nil), receiver: link)
-        link.socket.send(ByteBuffer(string: "CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1,\"name\":\"bench\"}\r\n"))
+        link.socket.send(NATSClientCommand.connect(NATSConnectOptions(name: "bench")).encoded())
         try await link.ping()
         return link
     }
@@ -26,89 +29,40 @@ final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             loop.execute {
                 self.pongWaiters.append(continuation)
-                self.socket.send(ByteBuffer(string: "PING\r\n"))
+                self.socket.send(NATSClientCommand.ping.encoded())
             }
         }
     }
 
     func subscribe(_ subject: String, sid: Int) async throws {
-        socket.send(ByteBuffer(string: "SUB \(subject) \(sid)\r\n"))
+        socket.send(NATSClientCommand.subscribe(subject: subject, queueGroup: nil, subscriptionID: UInt64(sid)).encoded())
         try await ping()
     }
 
     func publish(_ subject: String, _ payload: ByteBuffer) {
-        var frame = socket.channel.allocator.buffer(capacity: payload.readableBytes + subject.utf8.count + 20)
-        frame.writeStaticString("PUB ")
-        frame.writeString(subject)
-        frame.writeInteger(UInt8(ascii: " "))
-        frame.writeString(String(payload.readableBytes))
-        frame.writeStaticString("\r\n")
-        frame.writeImmutableBuffer(payload)
-        frame.writeStaticString("\r\n")
-        socket.send(frame)
+        socket.send(NATSClientCommand.publish(subject: subject, replyTo: nil, payload: payload).encoded(allocator: socket.channel.allocator))
     }
 
     func received(_ incoming: ByteBuffer, on socket: BenchSocket) {
-        if buffer == nil || buffer!.readableBytes == 0 {
-            buffer = incoming
-        } else {
-            var incoming = incoming
-            buffer!.writeBuffer(&incoming)
+        parser.append(incoming)
+        do {
+            while let op = try parser.next() {
+                switch op {
+                case .message(let message): onMessage?(message.payload)
+                case .ping: socket.send(NATSClientCommand.pong.encoded())
+                case .pong: pongWaiters.popFirst()?.resume()
+                case .error(let text): FileHandle.standardError.write(Data("nats: -ERR \(text)\n".utf8))
+                case .info, .ok: break
+                }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("nats: \(error)\n".utf8))
+            socket.close()
         }
-        parse()
     }
 
     func closed() {
         while let waiter = pongWaiters.popFirst() { waiter.resume(throwing: BenchError.failed("nats: connection closed")) }
-    }
-
-    /// The number at the end of a protocol line ("... 123\r\n").
-    static func trailingNumber(_ line: ByteBuffer) -> Int? {
-        line.withUnsafeReadableBytes { bytes -> Int? in
-            var end = bytes.count
-            while end > 0, bytes[end - 1] == 10 || bytes[end - 1] == 13 || bytes[end - 1] == 32 { end -= 1 }
-            var start = end
-            while start > 0, bytes[start - 1] >= 48, bytes[start - 1] <= 57 { start -= 1 }
-            guard start < end else { return nil }
-            var value = 0
-            for index in start..<end { value = value * 10 + Int(bytes[index] - 48) }
-            return value
-        }
-    }
-
-    private func parse() {
-        while var view = buffer, view.readableBytes > 0 {
-            guard let lineEnd = view.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else { break }
-            let lineLength = lineEnd - view.readerIndex + 1
-            let line = view.getSlice(at: view.readerIndex, length: lineLength)!
-            let first = line.getInteger(at: line.readerIndex, as: UInt8.self) ?? 0
-            switch first {
-            case UInt8(ascii: "M"):
-                // MSG <subject> <sid> [reply-to] <#bytes>\r\n<payload>\r\n
-                guard let size = Self.trailingNumber(line) else { buffer = nil; return }
-                guard view.readableBytes >= lineLength + size + 2 else { return }
-                view.moveReaderIndex(forwardBy: lineLength)
-                let payload = view.readSlice(length: size)!
-                view.moveReaderIndex(forwardBy: 2)
-                buffer = view
-                onMessage?(payload)
-                continue
-            case UInt8(ascii: "P"):
-                let text = String(buffer: line)
-                if text.hasPrefix("PING") {
-                    socket.send(ByteBuffer(string: "PONG\r\n"))
-                } else if text.hasPrefix("PONG") {
-                    pongWaiters.popFirst()?.resume()
-                }
-            case UInt8(ascii: "-"):
-                FileHandle.standardError.write(Data("nats: \(String(buffer: line))".utf8))
-            default:
-                break // INFO, +OK
-            }
-            view.moveReaderIndex(forwardBy: lineLength)
-            buffer = view
-        }
-        if let view = buffer, view.readableBytes == 0 { buffer = nil }
     }
 }
 

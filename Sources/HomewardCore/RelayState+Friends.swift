@@ -96,13 +96,18 @@ extension RelayState {
     /// so that an empty or one-letter query cannot list the accounts 20 at a time. Checked here rather
     /// than when parsing so that an unauthenticated search is still answered `unauthenticated`.
     public mutating func searchUsers(_ actor: String, _ query: String, now: Int64) throws(RelayError) -> Outcome {
-        do { _ = try Username.normalize(query, field: "query") } catch { throw .invalid(error.message) }
         guard !searches.isBlocked(actor, now: now) else {
             throw .rateLimited("more than \(Self.searchesPerWindow) searches in 15 minutes; try again later")
         }
         searches.recordFailure(actor, now: now)
         var outcome = Outcome()
-        let matches = users.keys.filter { $0.hasPrefix(query) }.sorted().prefix(Self.searchLimit)
+        // A query shorter than a username (or one no username could start with) finds nobody, rather than
+        // failing: the contract allows any query, and one or two letters would list accounts wholesale.
+        guard let prefix = try? Username.normalize(query, field: "query") else {
+            outcome.reply = UserSearchReply(users: []).fields
+            return outcome
+        }
+        let matches = users.keys.filter { $0.hasPrefix(prefix) }.sorted().prefix(Self.searchLimit)
         outcome.reply = UserSearchReply(users: matches.map(profile)).fields
         return outcome
     }

@@ -74,8 +74,11 @@ struct Codec: ParsableCommand {
 enum FoundationCodec {
     struct Invalid: Error {}
 
-    struct PositionRequest: Codable {
-        var type: String
+    /// A client's `pos` (no `from`) and the event observers get (with `from`): synthesized Codable leaves
+    /// out what is nil.
+    struct PositionJSON: Codable {
+        var type = "pos"
+        var from: String?
         var lat: Double
         var lon: Double
         var acc: Double?
@@ -84,19 +87,6 @@ enum FoundationCodec {
         var hdg: Double?
         var batt: Double?
         var ts: Int64?
-    }
-
-    struct PositionEvent: Codable {
-        var type = "pos"
-        var from: String
-        var lat: Double
-        var lon: Double
-        var acc: Double?
-        var alt: Double?
-        var spd: Double?
-        var hdg: Double?
-        var batt: Double?
-        var ts: Int64
     }
 
     static func position(serialization data: Data) throws -> Position {
@@ -117,7 +107,7 @@ enum FoundationCodec {
     }
 
     static func position(decoder data: Data) throws -> Position {
-        let request = try JSONDecoder().decode(PositionRequest.self, from: data)
+        let request = try JSONDecoder().decode(PositionJSON.self, from: data)
         guard request.type == "pos", (-90...90).contains(request.lat), (-180...180).contains(request.lon),
               request.acc.map({ $0 >= 0 }) ?? true, request.spd.map({ $0 >= 0 }) ?? true,
               request.hdg.map({ (0..<360).contains($0) }) ?? true, request.batt.map({ (0...100).contains($0) }) ?? true
@@ -137,7 +127,7 @@ enum FoundationCodec {
     }
 
     static func encodeEncoder(from username: String, _ p: Position) throws -> Data {
-        try JSONEncoder().encode(PositionEvent(from: username, lat: p.lat, lon: p.lon, acc: p.acc, alt: p.alt, spd: p.spd,
-                                               hdg: p.hdg, batt: p.batt, ts: p.ts))
+        try JSONEncoder().encode(PositionJSON(from: username, lat: p.lat, lon: p.lon, acc: p.acc, alt: p.alt, spd: p.spd,
+                                              hdg: p.hdg, batt: p.batt, ts: p.ts))
     }
 }

@@ -97,19 +97,18 @@ final class PostgresServer: Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        let (ready, readySink) = AsyncStream<Void>.makeStream()
-        let log = Mutex<[String]>([])
-        OutputLines.watch(output.fileHandleForReading, onLine: { line in
-            log.withLock { $0.append(line) }
-            if line.contains("ready to accept connections") { readySink.finish() }
-        }, onEnd: { readySink.finish() })
+        let ready = firstMatchingLine(of: output.fileHandleForReading) { line in
+            line.contains("ready to accept connections") ? true : nil
+        }
         try process.run()
         current.withLock { $0 = process }
-        try await withTimeout(30, "PostgreSQL to accept connections") {
-            for await _ in ready {}
+        let accepting = try await withTimeout(30, "PostgreSQL to accept connections") {
+            for await accepting in ready { return accepting }
+            return false
         }
-        guard process.isRunning else {
-            throw TestFailure("postgres exited: \(log.withLock { $0.suffix(10).joined(separator: "\n") })")
+        guard accepting else {
+            process.waitUntilExit()
+            throw TestFailure("postgres exited (status \(process.terminationStatus)) before accepting connections")
         }
     }
 

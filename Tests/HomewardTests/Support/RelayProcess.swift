@@ -41,15 +41,10 @@ final class RelayProcess: Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        // The reader thread reports the port once and keeps draining, so the relay never blocks on a full pipe.
-        let (ports, portSink) = AsyncStream<Int>.makeStream()
-        // Once the stream is finished, later yields do nothing: only the first port counts.
-        OutputLines.watch(output.fileHandleForReading, onLine: { line in
-            guard let range = line.range(of: "address=wss://127.0.0.1:"),
-                  let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else { return }
-            portSink.yield(port)
-            portSink.finish()
-        }, onEnd: { portSink.finish() })
+        let ports = firstMatchingLine(of: output.fileHandleForReading) { line -> Int? in
+            guard let range = line.range(of: "address=wss://127.0.0.1:") else { return nil }
+            return Int(line[range.upperBound...].prefix { $0.isNumber })
+        }
         try process.run()
         let port: Int
         do {

@@ -1,0 +1,127 @@
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A client of nats-server (core NATS over plain TCP): publish, subscribe, request-reply, and a
+/// connection that comes back by itself. All state lives on one event loop (`NATSClientCore`);
+/// every call here hops onto it. Errors thrown are `NATSError`. Call `close()` when done: until then
+/// the client keeps its socket, timers and reconnect attempts alive.
+///
+/// ```swift
+/// let client = try await NATSClient.connect(urls: ["nats://127.0.0.1:4222"])
+/// let positions = try await client.subscribe(subject: "walker.ann")
+/// try await client.publish(subject: "walker.ann", payload: ByteBuffer(string: "{...}"))
+/// for await message in positions { ... }
+/// await client.close()
+/// ```
+public final class NATSClient: Sendable {
+    public let eventLoop: any EventLoop
+    /// Disconnects, reconnects and the final close, in order.
+    public let events: AsyncStream<NATSClientEvent>
+    private let core: NIOLoopBound<NATSClientCore>
+    private let configuration: NATSClientConfiguration
+    private let requestNumbers = Atomic<UInt64>(0)
+
+    private init(eventLoop: any EventLoop, core: NIOLoopBound<NATSClientCore>, events: AsyncStream<NATSClientEvent>,
+                 configuration: NATSClientConfiguration) {
+        self.eventLoop = eventLoop
+        self.core = core
+        self.events = events
+        self.configuration = configuration
+    }
+
+    /// Connects to the first of `urls` that completes the handshake (each is tried once, in order);
+    /// after a later loss the client reconnects by itself, to the next URL in turn.
+    public static func connect(urls: [String], configuration: NATSClientConfiguration = .init(),
+                               eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                               logger: Logger = Logger(label: "homeward.nats")) async throws -> NATSClient {
+        let servers = try urls.map { url throws(NATSError) in try NATSServerAddress(url: url) }
+        guard !servers.isEmpty else { throw NATSError.noServers }
+        let loop = eventLoopGroup.next()
+        let (events, sink) = AsyncStream.makeStream(of: NATSClientEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let core = try await loop.submit {
+            NIOLoopBound(NATSClientCore(eventLoop: loop, servers: servers, configuration: configuration, logger: logger, events: sink),
+                         eventLoop: loop)
+        }.get()
+        let client = NATSClient(eventLoop: loop, core: core, events: events, configuration: configuration)
+        try await loop.flatSubmit { core.value.start() }.get()
+        return client
+    }
+
+    /// Sends `payload` to `subject` (no wildcards). While reconnecting the message is buffered and sent
+    /// after the handshake, up to `reconnectBufferLimit` bytes; beyond it this throws `reconnectBufferFull`.
+    public func publish(subject: String, payload: ByteBuffer, replyTo: String? = nil) async throws {
+        try NATSSubject.validate(subject, wildcards: false)
+        if let replyTo { try NATSSubject.validate(replyTo, wildcards: false) }
+        let core = self.core
+        try await eventLoop.submit { try core.value.publish(subject: subject, replyTo: replyTo, payload: payload) }.get()
+    }
+
+    /// Subscribes to `subject` (`*` and `>` allowed); with a queue group, each message goes to one
+    /// member of the group. The SUB is on its way when this returns; `flush()` waits until the server has it.
+    public func subscribe(subject: String, queueGroup: String? = nil, bufferLimit: Int? = nil,
+                          overflow: NATSSubscription.Overflow = .dropOldest) async throws -> NATSSubscription {
+        try NATSSubject.validate(subject, wildcards: true)
+        if let queueGroup { try NATSSubject.validateQueueGroup(queueGroup) }
+        let limit = max(1, bufferLimit ?? configuration.subscriptionBufferLimit)
+        let core = self.core
+        let made = try await eventLoop.submit {
+            try core.value.subscribe(subject: subject, queueGroup: queueGroup, bufferLimit: limit, overflow: overflow)
+        }.get()
+        return NATSSubscription(subject: subject, queueGroup: queueGroup, id: made.id, stream: made.stream, drops: made.drops, client: self)
+    }
+
+    func unsubscribe(id: UInt64, afterMessages max: Int?) async {
+        let core = self.core
+        try? await eventLoop.submit { core.value.unsubscribe(id: id, afterMessages: max) }.get()
+    }
+
+    /// Publishes with a reply subject in this client's inbox and returns the first reply, or throws
+    /// `timeout`. All requests share one inbox subscription. Cancelling the awaiting task ends the wait
+    /// with `CancellationError`.
+    public func request(subject: String, payload: ByteBuffer, timeout: Duration = .seconds(5)) async throws -> NATSMessage {
+        try NATSSubject.validate(subject, wildcards: false)
+        let core = self.core
+        let loop = eventLoop
+        let amount = TimeAmount(timeout)
+        let number = requestNumbers.add(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            let reply = loop.flatSubmit { core.value.request(number: number, subject: subject, payload: payload, timeout: amount) }
+            // A cancel that came before the request was registered found nothing to cancel: repeat it after.
+            if Task.isCancelled { loop.execute { core.value.cancelRequest(number: number) } }
+            return try await reply.get()
+        } onCancel: {
+            loop.execute { core.value.cancelRequest(number: number) }
+        }
+    }
+
+    /// Waits until the server has processed everything this client sent before (one PING round trip).
+    public func flush(timeout: Duration = .seconds(5)) async throws {
+        let core = self.core
+        let amount = TimeAmount(timeout)
+        try await eventLoop.flatSubmit { core.value.flush(timeout: amount) }.get()
+    }
+
+    /// Whether a connection is up right now (false while reconnecting and after `close()`).
+    public var isConnected: Bool {
+        get async {
+            let core = self.core
+            return (try? await eventLoop.submit { core.value.isConnected }.get()) ?? false
+        }
+    }
+
+    /// The live subscriptions' ids (the request inbox included), for tests.
+    func subscriptionIDs() async -> [UInt64] {
+        let core = self.core
+        return (try? await eventLoop.submit { core.value.subscriptionIDs }.get()) ?? []
+    }
+
+    /// Waits (bounded by `closeFlushTimeout`) until the server has what was published, then closes.
+    /// Subscriptions end, waiting requests fail with `closed`, buffered publishes are dropped.
+    public func close() async {
+        if await isConnected { try? await flush(timeout: Duration(configuration.closeFlushTimeout)) }
+        let core = self.core
+        try? await eventLoop.submit { core.value.shutDown(with: .closed) }.get()
+    }
+}
