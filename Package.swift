@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -54,10 +55,22 @@ let package = Package(
             name: "HomewardStorage",
             dependencies: ["HomewardCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        // The RelayStore on PostgreSQL (--store postgres://...); its own module so that the core
+        // and the SQLite store do not depend on postgres-nio.
+        .target(
+            name: "HomewardPostgres",
+            dependencies: [
+                "HomewardCore", "HomewardProtocol",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "HomewardServer",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -140,7 +153,8 @@ let package = Package(
         .testTarget(
             name: "HomewardTests",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardNATS",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import NIOCore
 import HomewardCore
+import HomewardPostgres
 
 /// Everything the relay needs to start. Filled in once by the executable from flags, then
 /// `HOMEWARD_*` variables, then these defaults.
@@ -7,6 +8,10 @@ public struct RelayConfiguration: Sendable {
     public var host = "0.0.0.0"
     public var port = 8443
     public var dataDirectory = "./.homeward"
+    /// Where accounts, friends, sessions and alarms are kept: the SQLite file in the data directory, or PostgreSQL.
+    public var store = StoreSetting.sqlite
+    /// How long the relay waits for PostgreSQL before a request fails with `internal` (unused for SQLite).
+    public var postgresTimeouts = PostgresStore.Timeouts()
     /// PEM certificate chain and key; when both are nil a development CA and certificate are made in the data directory.
     public var tlsCertificatePath: String?
     public var tlsPrivateKeyPath: String?

@@ -15,11 +15,12 @@ import Synchronization
 public struct RelayServer: Sendable {
     public let configuration: RelayConfiguration
     public let logger: Logger
-    /// Wraps the store the configuration names, or replaces it (tests put fault injection here).
-    private let wrapStore: @Sendable (SQLiteStore) -> any RelayStore
+    /// Wraps the store the configuration names (an `SQLiteStore` or a `PostgresStore`), or replaces it
+    /// (tests put fault injection here).
+    private let wrapStore: @Sendable (any RelayStore) -> any RelayStore
 
     public init(configuration: RelayConfiguration, logger: Logger = Logger(label: "homeward.relay"),
-                wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) {
+                wrapStore: @escaping @Sendable (any RelayStore) -> any RelayStore = { $0 }) {
         self.configuration = configuration
         self.logger = logger
         self.wrapStore = wrapStore
@@ -37,20 +38,21 @@ public struct RelayServer: Sendable {
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
-        let store: SQLiteStore
-        do {
-            store = try SQLiteStore(path: config.databasePath)
-        } catch {
-            throw RelayStartupError.cannotOpenDatabase(path: config.databasePath, reason: "\(error)")
-        }
+        let store = try await OpenedStore.open(config, logger: logger)
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
         factory.defaultDurationHistogramBuckets = [
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
-        let relay = try await Relay(store: wrapStore(store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                              limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
+        let relay: Relay
+        do {
+            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
+                                    limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
+        } catch {
+            await store.close()
+            throw error
+        }
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
@@ -91,18 +93,21 @@ public struct RelayServer: Sendable {
                 .get()
         } catch {
             try? await group.shutdownGracefully()
+            await relay.drain()
+            await store.close()
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
         let port = channel.localAddress?.port ?? config.port
         logger.info("homeward relay listening", metadata: [
-            "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)",
+            "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
             "threads": "\(config.eventLoopThreads)",
         ])
         if let ca = tls.devCA {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
-                            connections: connections, unauthenticated: unauthenticated, logger: logger)
+                            connections: connections, unauthenticated: unauthenticated, closeStore: store.close,
+                            logger: logger)
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
@@ -128,11 +133,14 @@ public final class RunningRelay: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
+    /// Closes the store after the last write (stops PostgreSQL's connection pool).
+    private let closeStore: @Sendable () async -> Void
     private let logger: Logger
     private let stopping = Mutex<Task<Void, Never>?>(nil)
 
     init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
-         connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections, logger: Logger) {
+         connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections,
+         closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
         self.port = port
         self.devCAPath = devCAPath
         self.channel = channel
@@ -140,6 +148,7 @@ public final class RunningRelay: Sendable {
         self.relay = relay
         self.connections = connections
         self.unauthenticated = unauthenticated
+        self.closeStore = closeStore
         self.logger = logger
     }
 
@@ -167,6 +176,7 @@ public final class RunningRelay: Sendable {
         try? await channel.close()
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
         await relay.drain()
+        await closeStore()
         try? await group.shutdownGracefully()
         logger.info("stopped")
     }

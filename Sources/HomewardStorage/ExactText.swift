@@ -22,33 +22,6 @@ enum ExactText {
     static func isStorableKey(_ key: String) -> Bool { !key.utf8.contains(0) }
 
     static func checkKeys(of change: StoreChange) throws {
-        if let key = change.keys.first(where: { !isStorableKey($0) }) {
-            throw StoreKeyError(key: key)
-        }
-    }
-}
-
-/// A change named a user, session, alarm or token with a NUL in it; nothing of its batch is applied.
-struct StoreKeyError: Error, CustomStringConvertible {
-    let key: String
-    var description: String { "refusing to store a key containing NUL: \(key.debugDescription)" }
-}
-
-extension StoreChange {
-    /// Every string of the change that SQL compares: what `ExactText.checkKeys` vets.
-    var keys: [String] {
-        switch self {
-        case let .createUser(profile, _, _): [profile.username]
-        case let .createToken(hash, username, _): [hash, username]
-        case let .revokeToken(hash), let .useToken(hash, _): [hash]
-        case let .addFriendRequest(from, to, _), let .removeFriendRequest(from, to): [from, to]
-        case let .addFriendship(a, b, _), let .removeFriendship(a, b): [a, b]
-        case let .addBlock(blocker, blocked, _), let .removeBlock(blocker, blocked): [blocker, blocked]
-        case let .setAlarmContacts(owner, contacts): [owner] + contacts
-        case let .saveSession(session): [session.id, session.owner] + session.invitees
-        case let .endSession(id, _, _), let .endAlarm(id, _, _): [id]
-        case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
-        case let .lastSeen(username, _): [username]
-        }
+        if let key = change.keyWithNUL { throw StoreKeyError(key: key) }
     }
 }

@@ -79,17 +79,6 @@ extension StoreChange {
         }
     }
 
-    /// A friendship pair in storage order: smaller username first.
-    static func canonical(_ first: String, _ second: String) -> (String, String) {
-        first < second ? (first, second) : (second, first)
-    }
-
-    /// `names` without repeats, first occurrence kept: a repeated name would break the primary key.
-    private static func unique(_ names: [String]) -> [String] {
-        var seen = Set<String>()
-        return names.filter { seen.insert($0).inserted }
-    }
-
     private static func save(_ session: FollowSession, in db: Database) throws {
         try db.execute(
             sql: """
@@ -136,28 +125,22 @@ extension StoreChange {
                 alarm.createdAt, alarm.auto, alarm.repeats, alarm.nextRepeatAt,
             ])
 
-        // Alarm keeps the order of acknowledgements but not their times: a recipient keeps the
-        // time of its first save as acknowledged.
-        var ackedAt: [String: Int64] = [:]
+        var ackTimes: [String: Int64] = [:]
         let rows = try Row.fetchCursor(
             db, sql: "SELECT username, acked_at FROM alarm_recipients WHERE alarm_id = ? AND acked_at IS NOT NULL",
             arguments: [alarm.id])
-        while let row = try rows.next() { ackedAt[row["username"]] = row["acked_at"] }
+        while let row = try rows.next() { ackTimes[row["username"]] = row["acked_at"] }
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        let ackOrder = Dictionary(alarm.acked.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
 
         try db.execute(sql: "DELETE FROM alarm_recipients WHERE alarm_id = ?", arguments: [alarm.id])
-        for (position, recipient) in unique(alarm.recipients).enumerated() {
-            let order = ackOrder[recipient]
+        for recipient in alarm.storedRecipients(ackTimes: ackTimes, now: now) {
             try db.execute(
                 sql: """
                     INSERT INTO alarm_recipients (alarm_id, username, position, delivered_at, acked_at, ack_order)
                     VALUES (?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [
-                    alarm.id, recipient, position, alarm.deliveredAt[recipient],
-                    order.map { _ in ackedAt[recipient] ?? now }, order,
-                ])
+                arguments: [alarm.id, recipient.username, recipient.position, recipient.deliveredAt, recipient.ackedAt,
+                            recipient.ackOrder])
         }
     }
 }

@@ -10,7 +10,8 @@ struct RelayCommand: AsyncParsableCommand {
         abstract: "Homeward relay: live positions, follow-me sessions and panic alarms over TLS WebSockets.",
         discussion: """
             Serves wss://HOST:PORT/v1/ws, GET /healthz and GET /metrics on one TLS port, and keeps its \
-            state in an SQLite database inside the data directory.
+            state in an SQLite database inside the data directory, or with --store postgres://... in \
+            PostgreSQL (the database must exist; the relay creates its tables).
 
             Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
             in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem). \

@@ -15,6 +15,14 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
     var dataDir: String?
 
+    @Option(help: ArgumentHelp(
+        "Where accounts, friends, sessions and alarms are kept: sqlite (a file in the data directory) or postgres://USER[:PASS]@HOST[:PORT]/DB[?sslmode=disable|prefer|require], a PostgreSQL database several relays can share. [default: sqlite]",
+        valueName: "url"))
+    var store: String?
+
+    @Option(name: .customLong("store-timeout"), help: "Seconds the relay waits for PostgreSQL (connecting, and each read or write) before the request fails with internal. [default: 5]")
+    var storeTimeout: Double?
+
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain (server certificate first). Needs --tls-key.")
     var tlsCert: String?
 
@@ -92,6 +100,13 @@ struct RelayOptions: ParsableArguments {
         config.host = try env.value(host, "host") ?? config.host
         config.port = try env.value(port, "port") ?? config.port
         config.dataDirectory = try env.value(dataDir, "data-dir") ?? config.dataDirectory
+        if let text = try env.value(store, "store") {
+            do { config.store = try StoreSetting(parsing: text) } catch { throw ValidationError(error.description) }
+        }
+        if let seconds = try env.value(storeTimeout, "store-timeout") {
+            guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }
+            config.postgresTimeouts = .init(connect: .milliseconds(Int64(seconds * 1000)), query: .milliseconds(Int64(seconds * 1000)))
+        }
         config.tlsCertificatePath = try env.value(tlsCert, "tls-cert")
         config.tlsPrivateKeyPath = try env.value(tlsKey, "tls-key")
         config.eventLoopThreads = try env.value(threads, "threads") ?? config.eventLoopThreads

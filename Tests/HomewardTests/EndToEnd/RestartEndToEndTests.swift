@@ -15,7 +15,47 @@ final class RestartEndToEndTests: EndToEndTestCase {
     }
 
     func testStateSurvivesRestart() async throws {
+        try await assertStateSurvivesRestart(try await startRelay())
+    }
+
+    func testRevokedTokenStaysRevokedAfterRestart() async throws {
         let relay = try await startRelay()
+        let alice = try await relay.user("alice")
+        try await alice.client.ok("logout")
+        try await relay.restart()
+        let client = try await relay.connect()
+        let code = try await client.failure("hello", ["token": .string(alice.token)])
+        XCTAssertEqual(code, "unauthenticated")
+    }
+
+    func testEndedSessionAndRemovedFriendStayGoneAfterRestart() async throws {
+        let relay = try await startRelay()
+        let alice = try await relay.user("alice")
+        let bob = try await relay.user("bob")
+        let carol = try await relay.user("carol")
+        try await befriend(alice, bob)
+        try await befriend(alice, carol)
+        let start = try await alice.client.ok("session.start")
+        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        try await alice.client.ok("session.end", ["sessionId": .string(id)])
+        try await alice.client.ok("friend.remove", ["username": .string(carol.username)])
+        try await relay.restart()
+        let alice2 = try await relay.reconnect(alice)
+        let sessions = try await alice2.client.ok("session.list")
+        XCTAssertEqual(sessions["own"], .null)
+        let list = try await alice2.client.ok("friend.list")
+        XCTAssertEqual(list["friends"]?.arrayValue?.map { $0["username"] }, [.string(bob.username)])
+        let bob2 = try await relay.reconnect(bob)
+        let invites = try await bob2.client.eventsAfterRoundTrip("session.invite")
+        XCTAssertEqual(invites, [])
+    }
+}
+
+extension EndToEndTestCase {
+    /// Accounts, friends, a pending request, alarm contacts, a session and alarms, then a restart of
+    /// `relay`: everything is there again and can still change. Run on SQLite here and on PostgreSQL in
+    /// `PostgresRelayEndToEndTests`.
+    func assertStateSurvivesRestart(_ relay: TestRelay) async throws {
         let alice = try await relay.user("alice", name: "Alice")
         let bob = try await relay.user("bob", name: "Bob")
         let carol = try await relay.user("carol", name: "Carol")
@@ -105,37 +145,5 @@ final class RestartEndToEndTests: EndToEndTestCase {
         try await alice2.client.ok("alarm.cancel", ["alarmId": .string(alarmID)])
         try await alice2.client.ok("session.end", ["sessionId": .string(sessionID)])
         try await bob2.client.event("session.ended")
-    }
-
-    func testRevokedTokenStaysRevokedAfterRestart() async throws {
-        let relay = try await startRelay()
-        let alice = try await relay.user("alice")
-        try await alice.client.ok("logout")
-        try await relay.restart()
-        let client = try await relay.connect()
-        let code = try await client.failure("hello", ["token": .string(alice.token)])
-        XCTAssertEqual(code, "unauthenticated")
-    }
-
-    func testEndedSessionAndRemovedFriendStayGoneAfterRestart() async throws {
-        let relay = try await startRelay()
-        let alice = try await relay.user("alice")
-        let bob = try await relay.user("bob")
-        let carol = try await relay.user("carol")
-        try await befriend(alice, bob)
-        try await befriend(alice, carol)
-        let start = try await alice.client.ok("session.start")
-        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
-        try await alice.client.ok("session.end", ["sessionId": .string(id)])
-        try await alice.client.ok("friend.remove", ["username": .string(carol.username)])
-        try await relay.restart()
-        let alice2 = try await relay.reconnect(alice)
-        let sessions = try await alice2.client.ok("session.list")
-        XCTAssertEqual(sessions["own"], .null)
-        let list = try await alice2.client.ok("friend.list")
-        XCTAssertEqual(list["friends"]?.arrayValue?.map { $0["username"] }, [.string(bob.username)])
-        let bob2 = try await relay.reconnect(bob)
-        let invites = try await bob2.client.eventsAfterRoundTrip("session.invite")
-        XCTAssertEqual(invites, [])
     }
 }

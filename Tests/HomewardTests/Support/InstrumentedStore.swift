@@ -9,12 +9,12 @@ final class InstrumentedStore: RelayStore {
         var description: String { "injected storage failure" }
     }
 
-    private let store: SQLiteStore
+    private let store: any RelayStore
     private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
     /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
     private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
 
-    init(_ store: SQLiteStore) { self.store = store }
+    init(_ store: any RelayStore) { self.store = store }
 
     var commits: Int { counts.withLock { $0.commits } }
 

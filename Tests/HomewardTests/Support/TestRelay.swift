@@ -27,7 +27,7 @@ final class TestRelay: Sendable {
     /// Starts a relay in a fresh temporary directory. `configure` may change anything but the data directory.
     /// `wrapStore` puts something between the relay and its database, such as an `InstrumentedStore`.
     static func start(_ configure: (inout RelayConfiguration) -> Void = { _ in },
-                      wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
+                      wrapStore: @escaping @Sendable (any RelayStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("homeward-e2e-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -162,7 +162,7 @@ struct TestUser: Sendable {
 class EndToEndTestCase: XCTestCase {
     /// Starts a relay that is stopped (and its directory removed) when the test ends.
     func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in },
-                    wrapStore: @escaping @Sendable (SQLiteStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
+                    wrapStore: @escaping @Sendable (any RelayStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
         let relay = try await TestRelay.start(configure, wrapStore: wrapStore)
         addTeardownBlock { await relay.stop() }
         return relay

@@ -1,0 +1,171 @@
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL schema, built by versioned migrations recorded in `schema_migrations`. Never edit a
+/// registered migration: add a new one.
+///
+/// The same logical schema as HomewardStorage's `Schema` (its v1 to v4 in one step), with these choices:
+/// - Keys (usernames, ids, token hashes) are `TEXT COLLATE "C"`: compared and ordered by code point, as
+///   Swift compares them (a friendship pair is stored smaller username first) and as SQLite does.
+/// - Free text a user wrote (display names, notes, alarm texts, end reasons) is `BYTEA` holding its
+///   UTF-8: `TEXT` cannot hold NUL, and a message must be stored exactly as it was written.
+/// - Integers (times in ms, counts, positions) are `BIGINT`; coordinates `DOUBLE PRECISION`.
+enum PostgresSchema {
+    struct Migration {
+        let version: String
+        let statements: [String]
+    }
+
+    /// Any constant that other applications on the same database are unlikely to use: relays starting
+    /// together take this advisory lock so that only one of them migrates.
+    static let migrationLock: Int64 = 0x686f_6d65_7761_7264  // "homeward"
+
+    static let migrations: [Migration] = [
+        Migration(version: "v1", statements: [
+            """
+            CREATE TABLE users (
+                username TEXT COLLATE "C" PRIMARY KEY,
+                name BYTEA NOT NULL,
+                password_hash TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                last_seen BIGINT
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                hash TEXT COLLATE "C" PRIMARY KEY,
+                username TEXT COLLATE "C" NOT NULL REFERENCES users(username) ON DELETE CASCADE,
+                created_at BIGINT NOT NULL,
+                last_used BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX tokens_by_username ON tokens(username)",
+            """
+            CREATE TABLE friend_requests (
+                from_user TEXT COLLATE "C" NOT NULL,
+                to_user TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL,
+                PRIMARY KEY (from_user, to_user)
+            )
+            """,
+            "CREATE INDEX friend_requests_by_recipient ON friend_requests(to_user)",
+            // Each pair is stored once, smaller username first.
+            """
+            CREATE TABLE friendships (
+                user_a TEXT COLLATE "C" NOT NULL,
+                user_b TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL,
+                PRIMARY KEY (user_a, user_b),
+                CHECK (user_a < user_b)
+            )
+            """,
+            "CREATE INDEX friendships_by_user_b ON friendships(user_b)",
+            """
+            CREATE TABLE blocks (
+                blocker TEXT COLLATE "C" NOT NULL,
+                blocked TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL,
+                PRIMARY KEY (blocker, blocked)
+            )
+            """,
+            """
+            CREATE TABLE alarm_contacts (
+                owner TEXT COLLATE "C" NOT NULL,
+                contact TEXT COLLATE "C" NOT NULL,
+                position BIGINT NOT NULL,
+                PRIMARY KEY (owner, contact)
+            )
+            """,
+            """
+            CREATE TABLE sessions (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                owner TEXT COLLATE "C" NOT NULL,
+                note BYTEA,
+                started_at BIGINT NOT NULL,
+                ended_at BIGINT,
+                end_reason BYTEA,
+                check_in_by BIGINT,
+                dest_lat DOUBLE PRECISION,
+                dest_lon DOUBLE PRECISION,
+                dest_radius DOUBLE PRECISION,
+                expires_at BIGINT,
+                lost_since BIGINT
+            )
+            """,
+            "CREATE UNIQUE INDEX sessions_active_by_owner ON sessions(owner) WHERE ended_at IS NULL",
+            """
+            CREATE TABLE session_invitees (
+                session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                username TEXT COLLATE "C" NOT NULL,
+                state TEXT NOT NULL,
+                position BIGINT NOT NULL,
+                PRIMARY KEY (session_id, username)
+            )
+            """,
+            "CREATE INDEX session_invitees_by_username ON session_invitees(username)",
+            // The position columns are all NULL when the alarm has no position.
+            """
+            CREATE TABLE alarms (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                owner TEXT COLLATE "C" NOT NULL,
+                text BYTEA NOT NULL,
+                lat DOUBLE PRECISION,
+                lon DOUBLE PRECISION,
+                acc DOUBLE PRECISION,
+                alt DOUBLE PRECISION,
+                spd DOUBLE PRECISION,
+                hdg DOUBLE PRECISION,
+                batt DOUBLE PRECISION,
+                pos_ts BIGINT,
+                created_at BIGINT NOT NULL,
+                auto BOOLEAN NOT NULL DEFAULT FALSE,
+                ended_at BIGINT,
+                end_reason BYTEA,
+                repeats BIGINT NOT NULL DEFAULT 0,
+                next_repeat_at BIGINT,
+                CHECK ((lat IS NULL) = (lon IS NULL) AND (lat IS NULL) = (pos_ts IS NULL))
+            )
+            """,
+            "CREATE INDEX alarms_active_by_owner ON alarms(owner) WHERE ended_at IS NULL",
+            """
+            CREATE TABLE alarm_recipients (
+                alarm_id TEXT COLLATE "C" NOT NULL REFERENCES alarms(id) ON DELETE CASCADE,
+                username TEXT COLLATE "C" NOT NULL,
+                position BIGINT NOT NULL,
+                delivered_at BIGINT,
+                acked_at BIGINT,
+                ack_order BIGINT,
+                PRIMARY KEY (alarm_id, username)
+            )
+            """,
+            "CREATE INDEX alarm_recipients_by_username ON alarm_recipients(username)",
+        ]),
+    ]
+
+    /// Brings the database up to date in one transaction: either every missing migration is applied and
+    /// recorded, or none is.
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version TEXT PRIMARY KEY,
+                    applied_at BIGINT NOT NULL
+                )
+                """, logger: logger)
+            var applied = Set<String>()
+            for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: logger)
+                .decode(String.self) { applied.insert(version) }
+            for migration in migrations where !applied.contains(migration.version) {
+                for statement in migration.statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("""
+                    INSERT INTO schema_migrations (version, applied_at)
+                    VALUES (\(migration.version), (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)
+                    """, logger: logger)
+                logger.info("applied PostgreSQL migration", metadata: ["version": "\(migration.version)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import HomewardCore
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+
+/// The relay's durable storage on PostgreSQL (`--store postgres://…`), through postgres-nio's
+/// connection pool.
+///
+/// Each call leases a connection for its duration; `apply` runs one transaction. Every call has a
+/// deadline: when the server is down or unreachable the call throws `PostgresStoreError.timeout`
+/// (the relay answers `internal`) instead of waiting, and once the server is back the pool reconnects
+/// by itself, so the relay needs no restart.
+///
+/// The pool runs from `open` until `close`, in a task this store owns: the relay opens the store when
+/// it starts and closes it after its last write at shutdown.
+public final class PostgresStore: RelayStore {
+    /// How long to wait for PostgreSQL.
+    public struct Timeouts: Sendable, Equatable {
+        /// Establishing one connection (TCP, TLS, authentication).
+        public var connect: Duration
+        /// One store call from start to end, waiting for a connection included. PostgreSQL is also told
+        /// to cancel a statement that runs longer (`statement_timeout`).
+        public var query: Duration
+
+        public init(connect: Duration = .seconds(5), query: Duration = .seconds(5)) {
+            self.connect = connect
+            self.query = query
+        }
+    }
+
+    public let location: PostgresLocation
+    private let client: PostgresClient
+    private let pool: Task<Void, Never>
+    private let timeouts: Timeouts
+    private let logger: Logger
+
+    private init(location: PostgresLocation, timeouts: Timeouts, logger: Logger) {
+        self.location = location
+        self.timeouts = timeouts
+        self.logger = logger
+        let client = PostgresClient(configuration: Self.configuration(location, timeouts), backgroundLogger: logger)
+        self.client = client
+        self.pool = Task { await client.run() }
+    }
+
+    /// Connects to the database at `location` and brings its schema up to date, then starts the pool.
+    /// Throws, with PostgreSQL's reason (connection refused, no such database, wrong password), when
+    /// that fails, or when connecting takes longer than the connect timeout.
+    public static func open(_ location: PostgresLocation, timeouts: Timeouts = Timeouts(),
+                            logger: Logger = Logger(label: "homeward.postgres")) async throws -> PostgresStore {
+        // One direct connection first: the pool retries a failing server quietly until the deadline,
+        // while an operator starting the relay needs the reason.
+        let configuration = try connectionConfiguration(location, timeouts)
+        do {
+            let connection = try await withDeadline(timeouts.connect, operation: "connect") {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            }
+            do {
+                // Migrating happens once, at start-up, and may wait for another relay's migration
+                // (the advisory lock): it gets more time than a request.
+                try await withDeadline(max(timeouts.query, migrationTimeout), operation: "migrate") {
+                    try await PostgresSchema.migrate(connection, logger: logger)
+                }
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try await connection.close()
+        } catch {
+            throw PostgresStoreError.wrap(error, operation: "connect and migrate")
+        }
+        return PostgresStore(location: location, timeouts: timeouts, logger: logger)
+    }
+
+    static let migrationTimeout = Duration.seconds(60)
+
+    /// Stops the pool and closes its connections; later calls fail.
+    public func close() async {
+        pool.cancel()
+        await pool.value
+    }
+
+    public func load() async throws -> StoredState {
+        try await withConnection("load") { db, logger in
+            try await db.withTransaction(logger: logger) { db in try await StoredState(db: db, logger: logger) }
+        }
+    }
+
+    public func apply(_ changes: [StoreChange]) async throws {
+        guard !changes.isEmpty else { return }
+        // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
+        if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
+        try await withConnection("write") { db, logger in
+            try await db.withTransaction(logger: logger) { db in
+                for change in changes { try await change.execute(on: db, logger: logger) }
+            }
+        }
+    }
+
+    public func passwordHash(of username: String) async throws -> String? {
+        // PostgreSQL refuses NUL in TEXT; a name with NUL is nobody's (as in the SQLite store).
+        guard !username.utf8.contains(0) else { return nil }
+        return try await withConnection("password lookup") { db, logger in
+            try await Self.single(db.query("SELECT password_hash FROM users WHERE username = \(username)", logger: logger))
+        }
+    }
+
+    public func username(forTokenHash hash: String) async throws -> String? {
+        guard !hash.utf8.contains(0) else { return nil }
+        return try await withConnection("token lookup") { db, logger in
+            try await Self.single(db.query("SELECT username FROM tokens WHERE hash = \(hash)", logger: logger))
+        }
+    }
+
+    /// The one text column of at most one row (a lookup by primary key); the rows are read to the end.
+    private static func single(_ rows: PostgresRowSequence) async throws -> String? {
+        var value: String?
+        for try await text in rows.decode(String.self) { value = text }
+        return value
+    }
+
+    /// Runs `body` on a pooled connection within the deadline; every failure becomes a `PostgresStoreError`
+    /// naming `operation`.
+    func withConnection<T: Sendable>(
+        _ operation: String, timeout: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws -> T {
+        let client = client
+        let logger = logger
+        do {
+            return try await withDeadline(timeout ?? timeouts.query, operation: operation) {
+                try await client.withConnection { db in try await body(db, logger) }
+            }
+        } catch {
+            throw PostgresStoreError.wrap(error, operation: operation)
+        }
+    }
+
+    private static func configuration(_ location: PostgresLocation, _ timeouts: Timeouts) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS = switch location.tls {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: tls)
+        configuration.options.connectTimeout = timeouts.connect
+        // The relay runs one operation at a time; a few connections cover lookups during a slow write.
+        configuration.options.maximumConnections = 4
+        configuration.options.additionalStartupParameters = startupParameters(timeouts)
+        return configuration
+    }
+
+    /// The same settings as `configuration`, for the single connection `open` makes.
+    private static func connectionConfiguration(
+        _ location: PostgresLocation, _ timeouts: Timeouts
+    ) throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS = switch location.tls {
+        case .disable: .disable
+        case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: tls)
+        configuration.options.connectTimeout = .nanoseconds(Int64(timeouts.connect.seconds * 1e9))
+        configuration.options.additionalStartupParameters = startupParameters(timeouts)
+        return configuration
+    }
+
+    private static func startupParameters(_ timeouts: Timeouts) -> [(String, String)] {
+        let queryMilliseconds = Int64(timeouts.query.seconds * 1000)
+        return [
+            ("statement_timeout", "\(queryMilliseconds)"),
+            // A transaction left open by a client that stopped answering must not hold its locks.
+            ("idle_in_transaction_session_timeout", "\(queryMilliseconds * 2)"),
+            ("application_name", "homeward-relay"),
+        ]
+    }
+}

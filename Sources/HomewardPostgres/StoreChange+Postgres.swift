@@ -1,0 +1,137 @@
+import Foundation
+import HomewardCore
+import Logging
+import PostgresNIO
+
+extension StoreChange {
+    /// Runs the SQL of this change inside the caller's transaction (the same statements as the SQLite
+    /// store's). Keys with NUL were refused before the transaction began (`PostgresStore.apply`).
+    func execute(on db: PostgresConnection, logger: Logger) async throws {
+        func run(_ query: PostgresQuery) async throws { try await db.query(query, logger: logger) }
+        switch self {
+        case let .createUser(profile, passwordHash, at):
+            try await run("""
+                INSERT INTO users (username, name, password_hash, created_at)
+                VALUES (\(profile.username), \(Self.bytes(profile.name)), \(passwordHash), \(at))
+                """)
+
+        case let .createToken(hash, username, at):
+            try await run("INSERT INTO tokens (hash, username, created_at, last_used) VALUES (\(hash), \(username), \(at), \(at))")
+
+        case let .useToken(hash, at):
+            try await run("UPDATE tokens SET last_used = \(at) WHERE hash = \(hash)")
+
+        case let .revokeToken(hash):
+            try await run("DELETE FROM tokens WHERE hash = \(hash)")
+
+        case let .addFriendRequest(from, to, at):
+            try await run("""
+                INSERT INTO friend_requests (from_user, to_user, created_at) VALUES (\(from), \(to), \(at))
+                ON CONFLICT DO NOTHING
+                """)
+
+        case let .removeFriendRequest(from, to):
+            try await run("DELETE FROM friend_requests WHERE from_user = \(from) AND to_user = \(to)")
+
+        case let .addFriendship(first, second, at):
+            let (a, b) = Self.canonical(first, second)
+            try await run("INSERT INTO friendships (user_a, user_b, created_at) VALUES (\(a), \(b), \(at)) ON CONFLICT DO NOTHING")
+
+        case let .removeFriendship(first, second):
+            let (a, b) = Self.canonical(first, second)
+            try await run("DELETE FROM friendships WHERE user_a = \(a) AND user_b = \(b)")
+
+        case let .addBlock(blocker, blocked, at):
+            try await run("INSERT INTO blocks (blocker, blocked, created_at) VALUES (\(blocker), \(blocked), \(at)) ON CONFLICT DO NOTHING")
+
+        case let .removeBlock(blocker, blocked):
+            try await run("DELETE FROM blocks WHERE blocker = \(blocker) AND blocked = \(blocked)")
+
+        case let .setAlarmContacts(owner, contacts):
+            try await run("DELETE FROM alarm_contacts WHERE owner = \(owner)")
+            for (position, contact) in Self.unique(contacts).enumerated() {
+                try await run("INSERT INTO alarm_contacts (owner, contact, position) VALUES (\(owner), \(contact), \(Int64(position)))")
+            }
+
+        case let .saveSession(session):
+            try await Self.save(session, run: run)
+
+        case let .endSession(id, reason, at):
+            try await run("""
+                UPDATE sessions SET ended_at = \(at), end_reason = \(Self.bytes(reason)) WHERE id = \(id) AND ended_at IS NULL
+                """)
+
+        case let .saveAlarm(alarm):
+            try await Self.save(alarm, on: db, logger: logger, run: run)
+
+        case let .endAlarm(id, reason, at):
+            try await run("""
+                UPDATE alarms SET ended_at = \(at), end_reason = \(Self.bytes(reason)) WHERE id = \(id) AND ended_at IS NULL
+                """)
+
+        case let .lastSeen(username, at):
+            try await run("UPDATE users SET last_seen = \(at) WHERE username = \(username)")
+        }
+    }
+
+    /// Free text as the BYTEA that holds it exactly (TEXT cannot hold NUL).
+    static func bytes(_ text: String) -> Data { Data(text.utf8) }
+
+    static func bytes(_ text: String?) -> Data? { text.map(bytes) }
+
+    private static func save(_ session: FollowSession, run: (PostgresQuery) async throws -> Void) async throws {
+        let destination = session.destination
+        try await run("""
+            INSERT INTO sessions (id, owner, note, started_at, check_in_by, dest_lat, dest_lon, dest_radius,
+                                  expires_at, lost_since)
+            VALUES (\(session.id), \(session.owner), \(bytes(session.note)), \(session.startedAt), \(session.checkInBy),
+                    \(destination?.lat), \(destination?.lon), \(destination?.radius), \(session.expiresAt), \(session.lostSince))
+            ON CONFLICT (id) DO UPDATE SET
+                owner = excluded.owner, note = excluded.note, started_at = excluded.started_at,
+                check_in_by = excluded.check_in_by, dest_lat = excluded.dest_lat, dest_lon = excluded.dest_lon,
+                dest_radius = excluded.dest_radius, expires_at = excluded.expires_at, lost_since = excluded.lost_since
+            """)
+        try await run("DELETE FROM session_invitees WHERE session_id = \(session.id)")
+        for (position, invitee) in session.invitees.enumerated() {
+            guard let state = session.state(of: invitee) else { continue }
+            try await run("""
+                INSERT INTO session_invitees (session_id, username, state, position)
+                VALUES (\(session.id), \(invitee), \(state.rawValue), \(Int64(position)))
+                """)
+        }
+    }
+
+    private static func save(_ alarm: Alarm, on db: PostgresConnection, logger: Logger,
+                             run: (PostgresQuery) async throws -> Void) async throws {
+        let position = alarm.position
+        try await run("""
+            INSERT INTO alarms (id, owner, text, lat, lon, acc, alt, spd, hdg, batt, pos_ts, created_at, auto,
+                                repeats, next_repeat_at)
+            VALUES (\(alarm.id), \(alarm.owner), \(bytes(alarm.text)), \(position?.lat), \(position?.lon), \(position?.acc),
+                    \(position?.alt), \(position?.spd), \(position?.hdg), \(position?.batt), \(position?.ts),
+                    \(alarm.createdAt), \(alarm.auto), \(Int64(alarm.repeats)), \(alarm.nextRepeatAt))
+            ON CONFLICT (id) DO UPDATE SET
+                owner = excluded.owner, text = excluded.text,
+                lat = excluded.lat, lon = excluded.lon, acc = excluded.acc, alt = excluded.alt,
+                spd = excluded.spd, hdg = excluded.hdg, batt = excluded.batt, pos_ts = excluded.pos_ts,
+                created_at = excluded.created_at, auto = excluded.auto,
+                repeats = excluded.repeats, next_repeat_at = excluded.next_repeat_at
+            """)
+
+        var ackTimes: [String: Int64] = [:]
+        let rows = try await db.query(
+            "SELECT username, acked_at FROM alarm_recipients WHERE alarm_id = \(alarm.id) AND acked_at IS NOT NULL",
+            logger: logger)
+        for try await (username, at) in rows.decode((String, Int64).self) { ackTimes[username] = at }
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+
+        try await run("DELETE FROM alarm_recipients WHERE alarm_id = \(alarm.id)")
+        for recipient in alarm.storedRecipients(ackTimes: ackTimes, now: now) {
+            try await run("""
+                INSERT INTO alarm_recipients (alarm_id, username, position, delivered_at, acked_at, ack_order)
+                VALUES (\(alarm.id), \(recipient.username), \(recipient.position), \(recipient.deliveredAt),
+                        \(recipient.ackedAt), \(recipient.ackOrder))
+                """)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import HomewardCore
+import HomewardPostgres
+import HomewardStorage
+import Logging
+
+/// Which durable store the relay uses (`--store`).
+public enum StoreSetting: Sendable, Equatable, CustomStringConvertible {
+    /// The SQLite file in the data directory: the zero-setup default for a single relay.
+    case sqlite
+    /// A PostgreSQL database, which several relays can share.
+    case postgres(PostgresLocation)
+
+    /// Parses `sqlite` or `postgres://USER[:PASS]@HOST:PORT/DB`; the error says what is wrong.
+    public init(parsing text: String) throws(StoreSettingError) {
+        if text == "sqlite" {
+            self = .sqlite
+        } else if text.lowercased().hasPrefix("postgres://") || text.lowercased().hasPrefix("postgresql://") {
+            do { self = .postgres(try PostgresLocation(url: text)) } catch { throw .badURL(error) }
+        } else {
+            throw .unknown(PostgresLocationError.masked(text))
+        }
+    }
+
+    /// The setting as it may be logged (no password).
+    public var description: String {
+        switch self {
+        case .sqlite: "sqlite"
+        case .postgres(let location): location.description
+        }
+    }
+}
+
+/// A `--store` value the relay cannot use.
+public enum StoreSettingError: Error, CustomStringConvertible {
+    case unknown(String)
+    case badURL(PostgresLocationError)
+
+    public var description: String {
+        switch self {
+        case .unknown(let text): "unknown store '\(text)': use sqlite or postgres://USER[:PASS]@HOST:PORT/DB"
+        case .badURL(let error): error.description
+        }
+    }
+}
+
+/// The store a relay opened, and how to close it when the relay stops.
+struct OpenedStore: Sendable {
+    let store: any RelayStore
+    let close: @Sendable () async -> Void
+
+    /// Opens the store `configuration` names, or throws a `RelayStartupError` for the operator.
+    static func open(_ configuration: RelayConfiguration, logger: Logger) async throws -> OpenedStore {
+        switch configuration.store {
+        case .sqlite:
+            do {
+                let store = try SQLiteStore(path: configuration.databasePath)
+                return OpenedStore(store: store, close: {})
+            } catch {
+                throw RelayStartupError.cannotOpenDatabase(path: configuration.databasePath, reason: "\(error)")
+            }
+        case .postgres(let location):
+            do {
+                let store = try await PostgresStore.open(location, timeouts: configuration.postgresTimeouts, logger: logger)
+                return OpenedStore(store: store, close: { await store.close() })
+            } catch {
+                throw RelayStartupError.cannotOpenDatabase(path: location.description, reason: "\(error)")
+            }
+        }
+    }
+}
