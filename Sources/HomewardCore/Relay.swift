@@ -42,6 +42,9 @@ public actor Relay {
     /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
     /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
     private var unsavedLastSeen: [String: Int64] = [:]
+    /// Set when a write failed and storage could not be read back either; see `reloadFromStore`.
+    private var unstored = false
+    private var lastReadBack: Int64 = 0
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
     private let alarmsRaised: Counter
@@ -179,17 +182,21 @@ public actor Relay {
     private func handle(_ command: Command) async {
         switch command {
         case .serve(let request, let auth, let peer, let sink, let done):
+            guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await serveInTurn(request, auth: auth, peer: peer, sink: sink, done: done)
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
+            guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
         case .disconnect(let username, let sink):
             detach(username, sink)
         case .arrive(let session):
+            // Lost during an outage: the walker's next position inside the destination arrives again.
+            guard await stateIsStored() else { return }
             await complete(state.arrive(session, now: clock()))
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
             timerDeadline = nil
-            await fireDueWork()
+            if await stateIsStored() { await fireDueWork() }
             continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()
@@ -485,27 +492,53 @@ public actor Relay {
         do {
             try await store.apply(changes)
         } catch {
-            logger.error("storage write failed; reloading state from storage", metadata: ["error": "\(error)"])
-            await reloadFromStore()
+            logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
+            // Already marked unstored: no need to pay another read-back timeout before the interval.
+            if !unstored || clock() - lastReadBack >= Self.readBackInterval { await reloadFromStore() }
             throw .storage("\(error)")
         }
     }
 
-    private func reloadFromStore() async {
+    /// Reads the durable state back after a failed write. When that fails too (the database is down),
+    /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or
+    /// changes it runs until a later read-back succeeds (`stateIsStored`).
+    @discardableResult
+    private func reloadFromStore() async -> Bool {
+        lastReadBack = clock()
         let stored: StoredState
         do {
             stored = try await store.load()
         } catch {
-            logger.critical("storage cannot be read back; keeping the state in memory", metadata: ["error": "\(error)"])
-            return
+            if !unstored { logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"]) }
+            unstored = true
+            // Tries again by itself, so that timers resume without waiting for a request.
+            executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
+                self?.submit(.fireDue(then: nil))
+            }
+            return false
         }
+        if unstored { logger.notice("storage is back; state read back from it") }
+        unstored = false
         let before = state.owners
         state = state.reloaded(from: stored)
         syncPresence(owners: before.union(state.owners))
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()
+        return true
     }
+
+    /// Whether memory matches storage; after a failed read-back, tries again at most once per
+    /// `readBackInterval` (each try costs a storage timeout while the database is down, and operations
+    /// wait behind it), and answers false in between, so requests fail fast.
+    private func stateIsStored() async -> Bool {
+        guard unstored else { return true }
+        guard clock() - lastReadBack >= Self.readBackInterval else { return false }
+        return await reloadFromStore()
+    }
+
+    static let readBackInterval: Int64 = 1000
+    static let storageUnavailable = RelayError.storage("storage is unavailable; try again shortly")
 }
 
 #if canImport(Glibc)

@@ -92,6 +92,25 @@ final class StorageFailureTests: XCTestCase {
         harness.relay.publish(Position(lat: 57.7, lon: 11.9, ts: harness.clock.now), from: "alice")
         XCTAssertEqual(bob.0.events("pos").count, 1)
     }
+
+    func testAWriteThatFailsWhileStorageIsDownLeavesNothingBehind() async throws {
+        let (harness, store) = try await SafetyHarness.instrumented(users: ["alice", "bob"], friends: [])
+        let alice = try await harness.connect("alice")
+        let bob = try await harness.connect("bob")
+
+        store.setDown(true)
+        let first = await harness.serve(.friendRequest(username: "bob"), as: alice.1, sink: alice.0)
+        XCTAssertEqual(first.failureCase, "storage")
+        // Memory may hold what was never stored, and it cannot be read back: requests fail fast.
+        let list = await harness.serve(.friendList, as: bob.1, sink: bob.0)
+        XCTAssertEqual(list.failureCase, "storage")
+
+        store.setDown(false)
+        harness.clock.advance(by: 1_000)
+        // The same request goes through: the failed attempt left nothing behind (no "already asked").
+        _ = try await harness.ok(.friendRequest(username: "bob"), as: alice.1, sink: alice.0)
+        XCTAssertEqual(bob.0.events("friend.request").count, 1)
+    }
 }
 
 extension Result where Failure == RelayError {

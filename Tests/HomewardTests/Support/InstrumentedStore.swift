@@ -23,7 +23,21 @@ final class InstrumentedStore: RelayStore {
         counts.withLock { $0.failuresAhead.append(n) }
     }
 
-    func load() async throws -> StoredState { try await store.load() }
+    /// While down, every read and write fails, as with a database that is not running.
+    private let down = Atomic<Bool>(false)
+
+    func setDown(_ isDown: Bool) {
+        down.store(isDown, ordering: .sequentiallyConsistent)
+    }
+
+    private func checkUp() throws {
+        if down.load(ordering: .sequentiallyConsistent) { throw InjectedFailure() }
+    }
+
+    func load() async throws -> StoredState {
+        try checkUp()
+        return try await store.load()
+    }
 
     func apply(_ changes: [StoreChange]) async throws {
         await withCheckedContinuation { continuation in
@@ -40,6 +54,7 @@ final class InstrumentedStore: RelayStore {
             return due
         }
         if fail { throw InjectedFailure() }
+        try checkUp()
         try await store.apply(changes)
         counts.withLock { $0.commits += 1 }
     }
