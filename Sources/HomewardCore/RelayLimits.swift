@@ -12,6 +12,10 @@ public struct RelayLimits: Sendable {
     public var tokenLifetime: Int64 = 30 * 24 * 3600 * 1000
     /// Password hashes computed at once; more registrations or logins wait their turn.
     public var concurrentPasswordHashes = 4
+    /// Failed `watch` attempts (unknown, expired or revoked share-link tokens) one client address may make
+    /// within `watchFailureWindow`; after that every `watch` from it is `rate_limited`, so tokens cannot be guessed.
+    public var watchFailuresPerAddress = 20
+    public var watchFailureWindow: Int64 = 15 * 60 * 1000
 
     public init() {}
 }
