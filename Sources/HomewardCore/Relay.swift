@@ -356,6 +356,10 @@ public actor Relay {
         }
         do throws(RelayError) {
             let (share, reply) = try state.watch(tokenHash: Token.hash(token), now: now, presence: presence)
+            // A valid token: not a failure to count, even when there is no room.
+            guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
+                return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
+            }
             presence.attachViewer(share.viewerKey, sink)
             done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }

@@ -16,6 +16,9 @@ public struct RelayLimits: Sendable {
     /// within `watchFailureWindow`; after that every `watch` from it is `rate_limited`, so tokens cannot be guessed.
     public var watchFailuresPerAddress = 20
     public var watchFailureWindow: Int64 = 15 * 60 * 1000
+    /// Connections watching with one share link at once: a link is a bearer secret that may leak, and
+    /// viewers count against no account, so each link's fan-out is bounded.
+    public var viewersPerShare = 16
 
     public init() {}
 }

@@ -212,66 +212,64 @@ def short_ttl_relay(relay_binary, tmp_path_factory):
         yield r
 
 
-async def test_expiry_ends_viewers_and_the_expired_token_is_not_found(short_ttl_relay):
-    hw = Harness(short_ttl_relay)
-    try:
-        a, b, sid = await walker_with_observer(hw)
-        share = (await a.ok("share.create", sessionId=sid, ttl=2))["share"]
-        v, _ = await viewer_of(hw, share["token"])
-        ev = await v.expect_event("session.ended", timeout=6)
-        assert ev == {"type": "session.ended", "sessionId": sid, "reason": "expired"}, ev
-        assert now_ms() >= share["expiresAt"]
-        assert await v.wait_closed(timeout=2) == 1000
-        late, reply = await watch(hw, share["token"], "late")
+@pytest.fixture
+def short_hw(short_ttl_relay):
+    """A harness on that relay; the suite's hook closes its clients after the test."""
+    short_ttl_relay.mark_log()
+    return Harness(short_ttl_relay)
+
+
+async def test_expiry_ends_viewers_and_the_expired_token_is_not_found(short_hw):
+    hw = short_hw
+    a, b, sid = await walker_with_observer(hw)
+    share = (await a.ok("share.create", sessionId=sid, ttl=2))["share"]
+    v, _ = await viewer_of(hw, share["token"])
+    ev = await v.expect_event("session.ended", timeout=6)
+    assert ev == {"type": "session.ended", "sessionId": sid, "reason": "expired"}, ev
+    assert now_ms() >= share["expiresAt"]
+    assert await v.wait_closed(timeout=2) == 1000
+    late, reply = await watch(hw, share["token"], "late")
+    assert reply["code"] == "not_found", reply
+    assert await late.wait_closed() == 1008
+    await b.no_event("session.ended", within=0.3)  # only the link expired
+
+
+async def test_failed_watch_attempts_are_rate_limited_per_address(short_hw):
+    hw = short_hw
+    a, _, sid = await walker_with_observer(hw)
+    share = (await a.ok("share.create", sessionId=sid))["share"]
+    for n in range(3):
+        v, reply = await watch(hw, f"guess-{n}")
         assert reply["code"] == "not_found", reply
-        assert await late.wait_closed() == 1008
-        await b.no_event("session.ended", within=0.3)  # only the link expired
-    finally:
-        await hw.aclose()
+        await v.wait_closed()
+    # Over the limit even a valid token is refused: guessing gains nothing.
+    v, reply = await watch(hw, share["token"])
+    assert reply["type"] == "error" and reply["code"] == "rate_limited", reply
+    assert await v.wait_closed() == 1008
+    # Account holders are not affected.
+    assert (await a.ok("share.list"))["shares"]
 
 
-async def test_failed_watch_attempts_are_rate_limited_per_address(short_ttl_relay):
-    hw = Harness(short_ttl_relay)
-    try:
-        a, _, sid = await walker_with_observer(hw)
-        share = (await a.ok("share.create", sessionId=sid))["share"]
-        for n in range(3):
-            v, reply = await watch(hw, f"guess-{n}")
-            assert reply["code"] == "not_found", reply
-            await v.wait_closed()
-        # Over the limit even a valid token is refused: guessing gains nothing.
-        v, reply = await watch(hw, share["token"])
-        assert reply["type"] == "error" and reply["code"] == "rate_limited", reply
-        assert await v.wait_closed() == 1008
-        # Account holders are not affected.
-        assert (await a.ok("share.list"))["shares"]
-    finally:
-        await hw.aclose()
+async def test_links_survive_kill_9_and_expiry_fires_after_the_restart(short_hw):
+    hw = short_hw
+    a, b, sid = await walker_with_observer(hw)
+    lasting = (await a.ok("share.create", sessionId=sid))["share"]
+    brief = (await a.ok("share.create", sessionId=sid, ttl=20))["share"]
+    v, _ = await viewer_of(hw, lasting["token"])
+    await hw.relay.restart_async(hard=True)
+    assert await v.wait_closed() in (1006, 1001)
+    await hw.aclose()
 
-
-async def test_links_survive_kill_9_and_expiry_fires_after_the_restart(short_ttl_relay):
-    hw = Harness(short_ttl_relay)
-    try:
-        a, b, sid = await walker_with_observer(hw)
-        lasting = (await a.ok("share.create", sessionId=sid))["share"]
-        brief = (await a.ok("share.create", sessionId=sid, ttl=20))["share"]
-        v, _ = await viewer_of(hw, lasting["token"])
-        await short_ttl_relay.restart_async(hard=True)
-        assert await v.wait_closed() in (1006, 1001)
-        await hw.aclose()
-
-        a = await hw.login(a.username)
-        v, reply = await viewer_of(hw, lasting["token"])
-        assert reply["session"]["sessionId"] == sid
-        short, _ = await viewer_of(hw, brief["token"], "short")
-        await a.request("pos", lat=5.0, lon=6.0, ts=now_ms())
-        assert (await v.expect_event("pos"))["lat"] == 5.0
-        # The timer of the brief link was re-armed from storage.
-        remaining = (brief["expiresAt"] - now_ms()) / 1000
-        ev = await short.expect_event("session.ended", timeout=max(remaining, 0) + 5)
-        assert ev["reason"] == "expired", ev
-        assert await short.wait_closed() == 1000
-        assert not v.closed
-        assert [s["shareId"] for s in (await a.ok("share.list"))["shares"]] == [lasting["shareId"]]
-    finally:
-        await hw.aclose()
+    a = await hw.login(a.username)
+    v, reply = await viewer_of(hw, lasting["token"])
+    assert reply["session"]["sessionId"] == sid
+    short, _ = await viewer_of(hw, brief["token"], "short")
+    await a.request("pos", lat=5.0, lon=6.0, ts=now_ms())
+    assert (await v.expect_event("pos"))["lat"] == 5.0
+    # The timer of the brief link was re-armed from storage.
+    remaining = (brief["expiresAt"] - now_ms()) / 1000
+    ev = await short.expect_event("session.ended", timeout=max(remaining, 0) + 5)
+    assert ev["reason"] == "expired", ev
+    assert await short.wait_closed() == 1000
+    assert not v.closed
+    assert [s["shareId"] for s in (await a.ok("share.list"))["shares"]] == [lasting["shareId"]]
