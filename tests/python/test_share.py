@@ -1,7 +1,7 @@
 """Share links (protocol 1.1): watching one follow-me session without an account."""
 
-import asyncio
 import re
+import subprocess
 import time
 
 import pytest
@@ -208,7 +208,7 @@ async def test_a_signed_in_connection_cannot_watch(hw):
 @pytest.fixture
 def short_ttl_relay(relay_binary, tmp_path_factory):
     with started_relay(relay_binary, tmp_path_factory.mktemp("share-short"), "--share-min-ttl", "1",
-                       "--watch-failures-per-address", "3") as r:
+                       "--watch-failures-per-address", "3", "--public-url", "https://watch.example/") as r:
         yield r
 
 
@@ -223,6 +223,7 @@ async def test_expiry_ends_viewers_and_the_expired_token_is_not_found(short_hw):
     hw = short_hw
     a, b, sid = await walker_with_observer(hw)
     share = (await a.ok("share.create", sessionId=sid, ttl=2))["share"]
+    assert share["url"] == "https://watch.example/f#" + share["token"], share  # --public-url, trailing / dropped
     v, _ = await viewer_of(hw, share["token"])
     ev = await v.expect_event("session.ended", timeout=6)
     assert ev == {"type": "session.ended", "sessionId": sid, "reason": "expired"}, ev
@@ -273,3 +274,11 @@ async def test_links_survive_kill_9_and_expiry_fires_after_the_restart(short_hw)
     assert await short.wait_closed() == 1000
     assert not v.closed
     assert [s["shareId"] for s in (await a.ok("share.list"))["shares"]] == [lasting["shareId"]]
+
+
+@pytest.mark.parametrize("url", ["ftp://relay.example", "relay.example", "https://"])
+def test_public_url_must_be_an_http_url(relay_binary, tmp_path, url):
+    run = subprocess.run([relay_binary, "--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path),
+                          "--public-url", url], capture_output=True, timeout=60)
+    assert run.returncode != 0
+    assert b"public-url" in run.stderr + run.stdout
