@@ -177,7 +177,7 @@ struct ConnectionStateMachine {
             if watching {
                 // Unknown, expired or revoked token, or too many of those from this address: policy close.
                 switch error {
-                case .notFound, .rateLimited: served.close = (.policyViolation, "no such share link")
+                case .notFound, .rateLimited: served.close = (.policyViolation, "watch refused")
                 default: break
                 }
             }
