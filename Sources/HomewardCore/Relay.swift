@@ -339,6 +339,8 @@ public actor Relay {
         for message in state.backlog(for: auth.username) { sink.send(EncodedMessage(message)) }
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
         if !delivered.isEmpty { try? await persist(delivered) }
+        // Meeting points and messages that waited: stored as delivered before they go out.
+        await complete(state.deliverQueued(to: auth.username, now: now))
         if first {
             announcePresence(auth.username, online: true, at: now)
             await complete(state.ownerCameBack(auth.username))
@@ -448,6 +450,17 @@ public actor Relay {
             case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
             case .shareList: outcome = state.listShares(user, now: now)
             case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
+            case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
+            case .friendLocation(let friend): outcome = try state.friendLocation(user, friend, presence: presence, now: now)
+            case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
+            case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
+            case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
+            case .meetAccept(let id): outcome = try state.respondToMeeting(user, id, .accepted)
+            case .meetDecline(let id): outcome = try state.respondToMeeting(user, id, .declined)
+            case .meetCancel(let id): outcome = try state.cancelMeeting(user, id)
+            case .meetList: outcome = state.listMeetings(user)
+            case .msgSend(let to, let text): outcome = try state.sendMessage(user, to: to, text: text, presence: presence, now: now)
+            case .msgRead(let id): outcome = try state.readMessage(user, id, now: now)
             case .register, .login, .hello, .position, .ping, .watch:
                 throw .invalid("not served here")
             }

@@ -36,7 +36,8 @@ extension RelayState {
         let info = alarm.info(owner: profile(owner))
         outcome.send(.alarm(info, repeat: nil), to: recipients + viewerKeys(ofOwner: owner))
         outcome.reply = AlarmRaiseReply(
-            alarm: info, recipients: recipients.map { AlarmRecipient(username: $0, online: presence.isOnline($0)) }).fields
+            alarm: info, recipients: recipients.map { AlarmRecipient(username: $0, online: presence.isOnline($0)) },
+            pauseOverridden: hasPauses(owner)).fields
         return outcome
     }
 

@@ -69,6 +69,7 @@ extension RelayState {
         outcome.send(.friendRemoved(username: actor), to: other)
         unlinkSessionsAndAlarms(actor, other, into: &outcome)
         unlinkSessionsAndAlarms(other, actor, into: &outcome)
+        endLocationSharing(actor, other, into: &outcome)
         for (owner, removed) in [(actor, other), (other, actor)] where contacts[owner]?.contains(removed) ?? false {
             contacts[owner]?.removeAll { $0 == removed }
             outcome.changes.append(.setAlarmContacts(owner: owner, contacts[owner] ?? []))

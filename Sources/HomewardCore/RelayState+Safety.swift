@@ -58,12 +58,16 @@ extension RelayState {
         }
         for alarm in alarms.values { consider(alarm.nextRepeatAt) }
         for share in shares.values { consider(share.expiresAt) }
+        consider(nextPauseEnd)
+        consider(nextMeetingExpiry)
         return next
     }
 
     /// Does everything due at `now`: expiries, missed check-ins, lost contact, alarm repeats.
     public mutating func fireDue(now: Int64, presence: some PresenceView) -> Outcome {
         var outcome = expireShares(now: now)
+        outcome.merge(expirePauses(now: now))
+        outcome.merge(expireMeetings(now: now))
         for id in sessions.keys.sorted() {
             guard let session = sessions[id] else { continue }
             if let expiry = session.expiresAt, expiry <= now {

@@ -55,7 +55,7 @@ extension RelayState {
         outcome.audienceChanged.insert(session.owner)
         outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
         outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
-                                           position: presence.lastPosition(session.owner)).fields
+                                           position: isHidden(session.owner, from: actor) ? nil : presence.lastPosition(session.owner)).fields
         return outcome
     }
 

@@ -59,7 +59,9 @@ extension RelayState {
         }
         let watched = WatchedSession(id: session.id, owner: profile(session.owner), startedAt: session.startedAt,
                                      expiresAt: share.expiresAt, destination: session.destination, checkInBy: session.checkInBy)
-        return (share, WatchReply(session: watched, lastPosition: presence.lastPosition(session.owner)))
+        // A pause from everyone hides the owner from viewers too (they have no username to pause for).
+        let paused = pauses[session.owner]?[LocationPause.everyone] != nil
+        return (share, WatchReply(session: watched, lastPosition: paused ? nil : presence.lastPosition(session.owner)))
     }
 
     /// What a new viewer of `share` is told right after its `ok`: the owner's active alarms, and

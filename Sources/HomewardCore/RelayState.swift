@@ -32,6 +32,16 @@ public struct RelayState: Sendable {
     var shares: [String: ShareLink] = [:]
     var sharesByHash: [String: String] = [:]
     var sharesBySession: [String: Set<String>] = [:]
+    /// Friends' map: who receives each owner's positions at all times (in the order chosen), each owner's
+    /// pauses by `LocationPause.key`, meeting points (by id, and by proposer and invitee), unread messages.
+    var standing: [String: [String]] = [:]
+    var pauses: [String: [String: LocationPause]] = [:]
+    var meetings: [String: MeetingPoint] = [:]
+    var meetingsByUser: [String: Set<String>] = [:]
+    var messages: [String: MessageInfo] = [:]
+    var messagesByRecipient: [String: Set<String>] = [:]
+    /// Messages sent per user in the last minute (a sliding window, like searches).
+    var messageSends = LoginThrottle(limit: FriendsMapLimits.messagesPerMinute, window: FriendsMapLimits.messageWindow)
 
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
@@ -64,6 +74,10 @@ public struct RelayState: Sendable {
         // its links in the same transaction, so there should be none). Expired ones are indexed so that
         // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.
         for share in stored.shares where sessions[share.sessionId] != nil { index(share) }
+        standing = stored.standingShares.filter { !$0.value.isEmpty }
+        for pause in stored.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
+        for meeting in stored.meetings { index(meeting) }
+        for message in stored.messages { index(message) }
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
@@ -77,14 +91,16 @@ public struct RelayState: Sendable {
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
+        fresh.messageSends = messageSends
         return fresh
     }
 
     // MARK: Queries
 
-    /// Users whose positions someone may receive: owners of active sessions and of active alarms.
+    /// Users whose positions someone may receive: owners of active sessions, of active alarms and of
+    /// standing shares.
     public var owners: Set<String> {
-        Set(sessionByOwner.keys).union(alarmsByOwner.filter { !$0.value.isEmpty }.keys)
+        Set(sessionByOwner.keys).union(alarmsByOwner.filter { !$0.value.isEmpty }.keys).union(standing.keys)
     }
 
     public func profile(_ username: String) -> UserProfile {
@@ -97,14 +113,11 @@ public struct RelayState: Sendable {
 
     public func hasBlocked(_ blocker: String, _ other: String) -> Bool { blocked[blocker]?.contains(other) ?? false }
 
-    /// Everyone who receives `username`'s positions: observers of their active session and
-    /// recipients of their active alarms.
+    /// Everyone who receives `username`'s positions: observers of their active session, its share-link
+    /// viewers and the friends they share with at all times, less whom a pause hides from; and, whatever
+    /// the pauses, recipients of their active alarms.
     public func audience(of username: String) -> Set<String> {
-        var audience = Set<String>()
-        if let id = sessionByOwner[username], let session = sessions[id] {
-            audience.formUnion(session.observers)
-            audience.formUnion(viewerKeys(ofSession: id))
-        }
+        var audience = sharingAudience(of: username)
         for id in alarmsByOwner[username] ?? [] {
             if let alarm = alarms[id] { audience.formUnion(alarm.recipients) }
         }

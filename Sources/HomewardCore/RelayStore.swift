@@ -1,3 +1,5 @@
+import HomewardProtocol
+
 /// Durable storage behind the relay. Every call is asynchronous, so that a networked store can sit
 /// behind it without holding a thread per call; the relay awaits each call in turn, never on a
 /// network event loop, and starts its next operation only once the previous one is stored.
@@ -24,6 +26,11 @@ public struct StoredState: Sendable {
     public var alarms: [Alarm] = []
     /// Share links not removed yet (some may have expired while the relay was down).
     public var shares: [ShareLink] = []
+    /// Friends' map: standing shares by owner, pauses, meeting points, unread messages.
+    public var standingShares: [String: [String]] = [:]
+    public var pauses: [LocationPause] = []
+    public var meetings: [MeetingPoint] = []
+    public var messages: [MessageInfo] = []
 
     public init() {}
 }

@@ -19,7 +19,12 @@ extension StoreChange {
         case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
         case let .lastSeen(username, _): [username]
         case let .saveShare(share): [share.id, share.sessionId, share.owner, share.tokenHash]
-        case let .removeShare(id): [id]
+        case let .removeShare(id), let .removeMeeting(id), let .removeMessage(id): [id]
+        case let .setStandingShare(owner, friends): [owner] + friends
+        case let .savePause(pause): [pause.owner, pause.key]
+        case let .removePause(owner, from): [owner, from ?? LocationPause.everyone]
+        case let .saveMeeting(meeting): [meeting.id, meeting.owner] + meeting.invitees.map(\.username)
+        case let .saveMessage(message): [message.id, message.from, message.to]
         }
     }
 

@@ -1,3 +1,5 @@
+import HomewardProtocol
+
 /// One durable change, applied by a `RelayStore` together with the others of the same operation in one transaction.
 public enum StoreChange: Sendable, Equatable {
     case createUser(UserProfile, passwordHash: String, at: Int64)
@@ -23,4 +25,16 @@ public enum StoreChange: Sendable, Equatable {
     case saveShare(ShareLink)
     /// A share link ended: revoked, expired, or its session ended.
     case removeShare(id: String)
+    /// Friends' map: the friends who receive `owner`'s positions at all times (replaces the set; empty clears it).
+    case setStandingShare(owner: String, [String])
+    /// Inserts or replaces the owner's pause from `pause.from` (nil: from everyone).
+    case savePause(LocationPause)
+    case removePause(owner: String, from: String?)
+    /// Inserts or replaces the meeting point with all its invitees.
+    case saveMeeting(MeetingPoint)
+    case removeMeeting(id: String)
+    /// Inserts or replaces an unread message.
+    case saveMessage(MessageInfo)
+    /// The message was read; it is not kept.
+    case removeMessage(id: String)
 }

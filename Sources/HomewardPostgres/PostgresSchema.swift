@@ -154,6 +154,58 @@ enum PostgresSchema {
             """,
             "CREATE INDEX shares_by_session ON shares(session_id)",
         ]),
+        // Issue 15, friends' map (SQLite's v6-friends-map): standing shares, pauses, meeting points, unread messages.
+        Migration(version: "v3-friends-map", statements: [
+            """
+            CREATE TABLE standing_shares (
+                owner TEXT COLLATE "C" NOT NULL,
+                friend TEXT COLLATE "C" NOT NULL,
+                position BIGINT NOT NULL,
+                PRIMARY KEY (owner, friend)
+            )
+            """,
+            """
+            CREATE TABLE location_pauses (
+                owner TEXT COLLATE "C" NOT NULL,
+                from_user TEXT COLLATE "C" NOT NULL,
+                until BIGINT,
+                PRIMARY KEY (owner, from_user)
+            )
+            """,
+            """
+            CREATE TABLE meetings (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                owner TEXT COLLATE "C" NOT NULL,
+                name BYTEA NOT NULL,
+                lat DOUBLE PRECISION NOT NULL,
+                lon DOUBLE PRECISION NOT NULL,
+                time BIGINT NOT NULL,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE meeting_invitees (
+                meeting_id TEXT COLLATE "C" NOT NULL REFERENCES meetings(id) ON DELETE CASCADE,
+                username TEXT COLLATE "C" NOT NULL,
+                position BIGINT NOT NULL,
+                response TEXT NOT NULL,
+                queued_at BIGINT NOT NULL,
+                delivered_at BIGINT,
+                PRIMARY KEY (meeting_id, username)
+            )
+            """,
+            """
+            CREATE TABLE messages (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                sender TEXT COLLATE "C" NOT NULL,
+                recipient TEXT COLLATE "C" NOT NULL,
+                text BYTEA NOT NULL,
+                queued_at BIGINT NOT NULL,
+                delivered_at BIGINT
+            )
+            """,
+            "CREATE INDEX messages_by_recipient ON messages(recipient)",
+        ]),
     ]
 
     /// Brings the database up to date in one transaction: either every missing migration is applied and

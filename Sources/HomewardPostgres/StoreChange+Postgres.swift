@@ -80,6 +80,51 @@ extension StoreChange {
 
         case let .removeShare(id):
             try await run("DELETE FROM shares WHERE id = \(id)")
+
+        case let .setStandingShare(owner, friends):
+            try await run("DELETE FROM standing_shares WHERE owner = \(owner)")
+            for (position, friend) in Self.unique(friends).enumerated() {
+                try await run("INSERT INTO standing_shares (owner, friend, position) VALUES (\(owner), \(friend), \(Int64(position)))")
+            }
+
+        case let .savePause(pause):
+            try await run("""
+                INSERT INTO location_pauses (owner, from_user, until) VALUES (\(pause.owner), \(pause.key), \(pause.until))
+                ON CONFLICT (owner, from_user) DO UPDATE SET until = excluded.until
+                """)
+
+        case let .removePause(owner, from):
+            try await run("DELETE FROM location_pauses WHERE owner = \(owner) AND from_user = \(from ?? LocationPause.everyone)")
+
+        case let .saveMeeting(meeting):
+            try await run("""
+                INSERT INTO meetings (id, owner, name, lat, lon, time, created_at)
+                VALUES (\(meeting.id), \(meeting.owner), \(Self.bytes(meeting.name)), \(meeting.lat), \(meeting.lon), \(meeting.time),
+                        \(meeting.createdAt))
+                ON CONFLICT (id) DO NOTHING
+                """)
+            try await run("DELETE FROM meeting_invitees WHERE meeting_id = \(meeting.id)")
+            for (position, invitee) in meeting.invitees.enumerated() {
+                try await run("""
+                    INSERT INTO meeting_invitees (meeting_id, username, position, response, queued_at, delivered_at)
+                    VALUES (\(meeting.id), \(invitee.username), \(Int64(position)), \(invitee.response.rawValue), \(invitee.queuedAt),
+                            \(invitee.deliveredAt))
+                    """)
+            }
+
+        case let .removeMeeting(id):
+            try await run("DELETE FROM meetings WHERE id = \(id)")
+
+        case let .saveMessage(message):
+            try await run("""
+                INSERT INTO messages (id, sender, recipient, text, queued_at, delivered_at)
+                VALUES (\(message.id), \(message.from), \(message.to), \(Self.bytes(message.text)), \(message.queuedAt),
+                        \(message.deliveredAt))
+                ON CONFLICT (id) DO UPDATE SET delivered_at = excluded.delivered_at
+                """)
+
+        case let .removeMessage(id):
+            try await run("DELETE FROM messages WHERE id = \(id)")
         }
     }
 

@@ -45,6 +45,38 @@ extension StoredState {
         ).decode((String, String, String, String, Int64, Int64).self) {
             shares.append(ShareLink(id: id, sessionId: sessionId, owner: owner, tokenHash: hash, createdAt: created, expiresAt: expires))
         }
+        try await loadFriendsMap(rows)
+    }
+
+    /// Issue 15: standing shares, pauses, meeting points and unread messages (the SQLite store's rows and order).
+    private mutating func loadFriendsMap(_ rows: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
+        for try await (owner, friend) in try await rows("SELECT owner, friend FROM standing_shares ORDER BY owner, position")
+            .decode((String, String).self) { standingShares[owner, default: []].append(friend) }
+        for try await (owner, from, until) in try await rows(
+            "SELECT owner, from_user, until FROM location_pauses ORDER BY owner, from_user"
+        ).decode((String, String, Int64?).self) {
+            pauses.append(LocationPause(owner: owner, from: from.isEmpty ? nil : from, until: until))
+        }
+        var invitees: [String: [MeetingInvitee]] = [:]
+        for try await (id, username, raw, queued, delivered) in try await rows(
+            "SELECT meeting_id, username, response, queued_at, delivered_at FROM meeting_invitees ORDER BY meeting_id, position"
+        ).decode((String, String, String, Int64, Int64?).self) {
+            guard let response = MeetingInvitee.Response(rawValue: raw) else {
+                throw PostgresStoreError.failed(operation: "load", reason: "unknown meeting response \(raw)")
+            }
+            invitees[id, default: []].append(MeetingInvitee(username: username, response: response, queuedAt: queued, deliveredAt: delivered))
+        }
+        for try await (id, owner, name, lat, lon, time, created) in try await rows(
+            "SELECT id, owner, name, lat, lon, time, created_at FROM meetings ORDER BY created_at, id"
+        ).decode((String, String, Data, Double, Double, Int64, Int64).self) {
+            meetings.append(MeetingPoint(id: id, owner: owner, name: Self.text(name), lat: lat, lon: lon, time: time, createdAt: created,
+                                         invitees: invitees[id] ?? []))
+        }
+        for try await (id, sender, recipient, body, queued, delivered) in try await rows(
+            "SELECT id, sender, recipient, text, queued_at, delivered_at FROM messages ORDER BY queued_at, id"
+        ).decode((String, String, String, Data, Int64, Int64?).self) {
+            messages.append(MessageInfo(id: id, from: sender, to: recipient, text: Self.text(body), queuedAt: queued, deliveredAt: delivered))
+        }
     }
 
     private static func text(_ bytes: Data) -> String { String(decoding: bytes, as: UTF8.self) }

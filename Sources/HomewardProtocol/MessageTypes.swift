@@ -13,6 +13,8 @@ public enum MessageTypes {
         "alarm.raise", "alarm.ack", "alarm.cancel", "alarm.contacts",
         "ping",
         "share.create", "share.list", "share.revoke", "watch",
+        "share.always", "friend.location", "location.pause", "location.resume",
+        "meet.propose", "meet.accept", "meet.decline", "meet.cancel", "meet.list", "msg.send", "msg.read",
     ]
 
     /// What the relay sends: replies and events.
@@ -23,5 +25,7 @@ public enum MessageTypes {
         "session.lost", "session.resumed",
         "alarm", "alarm.acked", "alarm.cancelled",
         "alarm.acknowledged",
+        "friend.sharing", "location.resumed", "meet", "meet.response", "meet.cancelled", "meet.delivered",
+        "msg", "msg.delivered", "msg.read",
     ]
 }

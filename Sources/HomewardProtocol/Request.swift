@@ -44,6 +44,21 @@ public enum Request: Sendable, Equatable {
     /// A viewer's first message: the link's token in place of a sign-in.
     case watch(token: String)
 
+    // Friends' map (issue 15): standing share, pause, meeting points, messages.
+    /// With `with`: the friends who receive the caller's positions at all times (replaces the set); without: read it.
+    case shareAlways(with: [String]?)
+    case friendLocation(username: String)
+    /// Hide from everyone (`from` nil) or from one friend, until `until` (ms) or until resumed.
+    case locationPause(from: String?, until: Int64?)
+    case locationResume(from: String?)
+    case meetPropose(MeetingProposal)
+    case meetAccept(meetingId: String)
+    case meetDecline(meetingId: String)
+    case meetCancel(meetingId: String)
+    case meetList
+    case msgSend(to: String, text: String)
+    case msgRead(messageId: String)
+
     public struct AlarmRaise: Sendable, Equatable {
         public var text: String?
         public var lat: Double?
@@ -142,7 +157,11 @@ public enum Request: Sendable, Equatable {
         case "share.list": self = .shareList
         case "share.revoke": self = .shareRevoke(shareId: try fields.identifier("shareId"))
         case "watch": self = .watch(token: try fields.requiredString("token", maxLength: 256))
-        default: throw ProtocolError(.unsupported, "unknown type \(type)")
+        default:
+            guard let request = try Request.friendsMap(type: type, fields: fields, now: now) else {
+                throw ProtocolError(.unsupported, "unknown type \(type)")
+            }
+            self = request
         }
     }
 }

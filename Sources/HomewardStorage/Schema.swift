@@ -143,6 +143,55 @@ enum Schema {
                 CREATE INDEX shares_by_session ON shares(session_id);
                 """)
         }
+        // Issue 15, friends' map: standing shares, pauses, meeting points, unread messages.
+        migrator.registerMigration("v6-friends-map") { db in
+            try db.execute(sql: """
+                CREATE TABLE standing_shares (
+                    owner TEXT NOT NULL,
+                    friend TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    PRIMARY KEY (owner, friend)
+                );
+
+                -- from_user is '' for a pause from everyone.
+                CREATE TABLE location_pauses (
+                    owner TEXT NOT NULL,
+                    from_user TEXT NOT NULL,
+                    until INTEGER,
+                    PRIMARY KEY (owner, from_user)
+                );
+
+                CREATE TABLE meetings (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    owner TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    lat REAL NOT NULL,
+                    lon REAL NOT NULL,
+                    time INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+
+                CREATE TABLE meeting_invitees (
+                    meeting_id TEXT NOT NULL REFERENCES meetings(id) ON DELETE CASCADE,
+                    username TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    response TEXT NOT NULL,
+                    queued_at INTEGER NOT NULL,
+                    delivered_at INTEGER,
+                    PRIMARY KEY (meeting_id, username)
+                );
+
+                CREATE TABLE messages (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    sender TEXT NOT NULL,
+                    recipient TEXT NOT NULL,
+                    text TEXT NOT NULL,
+                    queued_at INTEGER NOT NULL,
+                    delivered_at INTEGER
+                );
+                CREATE INDEX messages_by_recipient ON messages(recipient);
+                """)
+        }
         return migrator
     }
 }

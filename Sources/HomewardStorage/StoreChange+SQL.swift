@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import HomewardCore
+import HomewardProtocol
 
 extension StoreChange {
     /// Runs the SQL of this change inside the caller's transaction.
@@ -85,6 +86,61 @@ extension StoreChange {
         case let .removeShare(id):
             // Deleted, not marked: an ended link is of no use to anyone, and its hash need not be kept.
             try db.execute(sql: "DELETE FROM shares WHERE id = ?", arguments: [id])
+
+        case let .setStandingShare(owner, friends):
+            try db.execute(sql: "DELETE FROM standing_shares WHERE owner = ?", arguments: [owner])
+            for (position, friend) in Self.unique(friends).enumerated() {
+                try db.execute(sql: "INSERT INTO standing_shares (owner, friend, position) VALUES (?, ?, ?)",
+                               arguments: [owner, friend, position])
+            }
+
+        case let .savePause(pause):
+            try db.execute(
+                sql: """
+                    INSERT INTO location_pauses (owner, from_user, until) VALUES (?, ?, ?)
+                    ON CONFLICT(owner, from_user) DO UPDATE SET until = excluded.until
+                    """,
+                arguments: [pause.owner, pause.key, pause.until])
+
+        case let .removePause(owner, from):
+            try db.execute(sql: "DELETE FROM location_pauses WHERE owner = ? AND from_user = ?",
+                           arguments: [owner, from ?? LocationPause.everyone])
+
+        case let .saveMeeting(meeting):
+            try Self.save(meeting, in: db)
+
+        case let .removeMeeting(id):
+            try db.execute(sql: "DELETE FROM meetings WHERE id = ?", arguments: [id])
+
+        case let .saveMessage(message):
+            try db.execute(
+                sql: """
+                    INSERT INTO messages (id, sender, recipient, text, queued_at, delivered_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET delivered_at = excluded.delivered_at
+                    """,
+                arguments: [message.id, message.from, message.to, ExactText.blob(message.text), message.queuedAt, message.deliveredAt])
+
+        case let .removeMessage(id):
+            try db.execute(sql: "DELETE FROM messages WHERE id = ?", arguments: [id])
+        }
+    }
+
+    private static func save(_ meeting: MeetingPoint, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO meetings (id, owner, name, lat, lon, time, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO NOTHING
+                """,
+            arguments: [meeting.id, meeting.owner, ExactText.blob(meeting.name), meeting.lat, meeting.lon, meeting.time,
+                        meeting.createdAt])
+        try db.execute(sql: "DELETE FROM meeting_invitees WHERE meeting_id = ?", arguments: [meeting.id])
+        for (position, invitee) in meeting.invitees.enumerated() {
+            try db.execute(
+                sql: """
+                    INSERT INTO meeting_invitees (meeting_id, username, position, response, queued_at, delivered_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [meeting.id, invitee.username, position, invitee.response.rawValue, invitee.queuedAt, invitee.deliveredAt])
         }
     }
 

@@ -46,6 +46,40 @@ extension StoredState {
             shares.append(ShareLink(id: row["id"], sessionId: row["session_id"], owner: row["owner"], tokenHash: row["token_hash"],
                                     createdAt: row["created_at"], expiresAt: row["expires_at"]))
         }
+        try loadFriendsMap(db)
+    }
+
+    /// Issue 15: standing shares, pauses, meeting points and unread messages.
+    private mutating func loadFriendsMap(_ db: Database) throws {
+        for row in try Row.fetchAll(db, sql: "SELECT owner, friend FROM standing_shares ORDER BY owner, position") {
+            standingShares[row["owner"], default: []].append(row["friend"])
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT owner, from_user, until FROM location_pauses ORDER BY owner, from_user") {
+            let from: String = row["from_user"]
+            pauses.append(LocationPause(owner: row["owner"], from: from.isEmpty ? nil : from, until: row["until"]))
+        }
+        var invitees: [String: [MeetingInvitee]] = [:]
+        for row in try Row.fetchAll(db, sql: """
+            SELECT meeting_id, username, response, queued_at, delivered_at FROM meeting_invitees ORDER BY meeting_id, position
+            """) {
+            let raw: String = row["response"]
+            guard let response = MeetingInvitee.Response(rawValue: raw) else {
+                throw DatabaseError(message: "unknown meeting response \(raw)")
+            }
+            invitees[row["meeting_id"], default: []].append(
+                MeetingInvitee(username: row["username"], response: response, queuedAt: row["queued_at"], deliveredAt: row["delivered_at"]))
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT id, owner, name, lat, lon, time, created_at FROM meetings ORDER BY created_at, id") {
+            let id: String = row["id"]
+            meetings.append(MeetingPoint(id: id, owner: row["owner"], name: row["name"], lat: row["lat"], lon: row["lon"],
+                                         time: row["time"], createdAt: row["created_at"], invitees: invitees[id] ?? []))
+        }
+        for row in try Row.fetchAll(db, sql: """
+            SELECT id, sender, recipient, text, queued_at, delivered_at FROM messages ORDER BY queued_at, id
+            """) {
+            messages.append(MessageInfo(id: row["id"], from: row["sender"], to: row["recipient"], text: row["text"],
+                                        queuedAt: row["queued_at"], deliveredAt: row["delivered_at"]))
+        }
     }
 
     private static func activeSessions(_ db: Database) throws -> [FollowSession] {

@@ -91,6 +91,9 @@ final class EventPrinter {
             return line("alarm", "\(by) acknowledged alarm \(id)")
         case .alarmCancelled(let id, let reason):
             return line("alarm", "alarm \(HumanFormat.shown(id)) cancelled (\(HumanFormat.shown(reason)))")
+        case .friendSharing, .locationResumed, .meet, .meetResponse, .meetCancelled, .meetDelivered, .message,
+             .messageDelivered, .messageRead:
+            return describeFriendsMap(event, line: line)
         }
     }
 
@@ -118,7 +121,7 @@ final class EventPrinter {
         }
     }
 
-    private func display(_ user: User) -> String {
+    func display(_ user: User) -> String {
         HumanFormat.shown(user.name == user.username ? user.username : "\(user.name) (\(user.username))")
     }
 }

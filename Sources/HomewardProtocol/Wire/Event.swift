@@ -20,6 +20,21 @@ public enum Event: Sendable, Equatable {
     case alarmCancelled(alarmId: String, reason: String)
     /// What a share-link viewer gets for `alarm.acked` (protocol 1.1 names it so for viewers).
     case alarmAcknowledged(alarmId: String, by: String)
+    // Friends' map (issue 15).
+    /// A friend started (`sharing: true`) or stopped sharing their location with you at all times.
+    case friendSharing(username: String, sharing: Bool)
+    /// A pause of yours ended by itself at its `until` (`from` nil: the pause from everyone).
+    case locationResumed(from: String?)
+    /// A meeting point you are invited to (also when it changes); `queuedAt`/`deliveredAt` are yours.
+    case meet(MeetingInfo)
+    case meetResponse(meetingId: String, by: String, response: String)
+    case meetCancelled(meetingId: String)
+    /// To the proposer: the meeting point reached an invitee who was offline.
+    case meetDelivered(meetingId: String, to: String, deliveredAt: Int64)
+    case message(MessageInfo)
+    /// To the sender: the message reached the friend (who was offline when it was sent).
+    case messageDelivered(messageId: String, to: String, deliveredAt: Int64)
+    case messageRead(messageId: String, by: String, readAt: Int64)
 
     public var type: String {
         switch self {
@@ -40,6 +55,15 @@ public enum Event: Sendable, Equatable {
         case .alarmAcked: return "alarm.acked"
         case .alarmCancelled: return "alarm.cancelled"
         case .alarmAcknowledged: return "alarm.acknowledged"
+        case .friendSharing: return "friend.sharing"
+        case .locationResumed: return "location.resumed"
+        case .meet: return "meet"
+        case .meetResponse: return "meet.response"
+        case .meetCancelled: return "meet.cancelled"
+        case .meetDelivered: return "meet.delivered"
+        case .message: return "msg"
+        case .messageDelivered: return "msg.delivered"
+        case .messageRead: return "msg.read"
         }
     }
 
@@ -63,6 +87,17 @@ public enum Event: Sendable, Equatable {
             fields = [("alarm", alarm.json)] + (count.map { [("repeat", JSONValue.int(Int64($0)))] } ?? [])
         case .alarmAcked(let id, let by), .alarmAcknowledged(let id, let by): fields = [("alarmId", .string(id)), ("by", .string(by))]
         case .alarmCancelled(let id, let reason): fields = [("alarmId", .string(id)), ("reason", .string(reason))]
+        case .friendSharing(let username, let sharing): fields = [("username", .string(username)), ("sharing", .bool(sharing))]
+        case .locationResumed(let from): fields = from.map { [("from", JSONValue.string($0))] } ?? []
+        case .meet(let meeting): fields = [("meeting", meeting.json)]
+        case .meetResponse(let id, let by, let response):
+            fields = [("meetingId", .string(id)), ("by", .string(by)), ("response", .string(response))]
+        case .meetCancelled(let id): fields = [("meetingId", .string(id))]
+        case .meetDelivered(let id, let to, let at): fields = [("meetingId", .string(id)), ("to", .string(to)), ("deliveredAt", .int(at))]
+        case .message(let message): fields = [("message", message.json)]
+        case .messageDelivered(let id, let to, let at):
+            fields = [("messageId", .string(id)), ("to", .string(to)), ("deliveredAt", .int(at))]
+        case .messageRead(let id, let by, let at): fields = [("messageId", .string(id)), ("by", .string(by)), ("readAt", .int(at))]
         }
         return Message.event(type, fields)
     }
@@ -124,6 +159,44 @@ public enum Event: Sendable, Equatable {
         case "alarm.cancelled":
             guard let id = json.string("alarmId") else { return nil }
             self = .alarmCancelled(alarmId: id, reason: json.string("reason") ?? "cancelled")
+        default:
+            guard let event = Event(friendsMap: json) else { return nil }
+            self = event
+        }
+    }
+}
+
+extension Event {
+    /// Reads a friends' map event (issue 15); nil for any other type or a missing required member.
+    init?(friendsMap json: JSONValue) {
+        let meetingId = json.string("meetingId")
+        let messageId = json.string("messageId")
+        switch json.string("type") {
+        case "friend.sharing":
+            guard let username = json.string("username"), let sharing = json.bool("sharing") else { return nil }
+            self = .friendSharing(username: username, sharing: sharing)
+        case "location.resumed": self = .locationResumed(from: json.string("from"))
+        case "meet":
+            guard let meeting = MeetingInfo(json: json.object("meeting")) else { return nil }
+            self = .meet(meeting)
+        case "meet.response":
+            guard let meetingId, let by = json.string("by"), let response = json.string("response") else { return nil }
+            self = .meetResponse(meetingId: meetingId, by: by, response: response)
+        case "meet.cancelled":
+            guard let meetingId else { return nil }
+            self = .meetCancelled(meetingId: meetingId)
+        case "meet.delivered":
+            guard let meetingId, let to = json.string("to"), let at = json.int64("deliveredAt") else { return nil }
+            self = .meetDelivered(meetingId: meetingId, to: to, deliveredAt: at)
+        case "msg":
+            guard let message = MessageInfo(json: json.object("message")) else { return nil }
+            self = .message(message)
+        case "msg.delivered":
+            guard let messageId, let to = json.string("to"), let at = json.int64("deliveredAt") else { return nil }
+            self = .messageDelivered(messageId: messageId, to: to, deliveredAt: at)
+        case "msg.read":
+            guard let messageId, let by = json.string("by"), let at = json.int64("readAt") else { return nil }
+            self = .messageRead(messageId: messageId, by: by, readAt: at)
         default:
             return nil
         }

@@ -170,22 +170,27 @@ public struct AlarmRecipient: Sendable, Equatable {
 public struct AlarmRaiseReply: ReplyBody, Equatable {
     public var alarm: AlarmInfo
     public var recipients: [AlarmRecipient]
+    /// The owner had paused sharing their location (friends' map): the alarm carries it to its recipients
+    /// all the same, and so do the owner's positions while it is active. Sent only when true.
+    public var pauseOverridden: Bool
 
-    public init(alarm: AlarmInfo, recipients: [AlarmRecipient]) {
+    public init(alarm: AlarmInfo, recipients: [AlarmRecipient], pauseOverridden: Bool = false) {
         self.alarm = alarm
         self.recipients = recipients
+        self.pauseOverridden = pauseOverridden
     }
 
     public var fields: [(String, JSONValue)] {
         [("alarm", alarm.json),
          ("recipients", .array(recipients.map { ["username": .string($0.username), "online": .bool($0.online)] }))]
+            + (pauseOverridden ? [("pauseOverridden", JSONValue.bool(true))] : [])
     }
 
     public init?(json: JSONValue) {
         guard let alarm = AlarmInfo(json: json.object("alarm")) else { return nil }
         self.init(alarm: alarm, recipients: json.array("recipients").compactMap { recipient in
             recipient.string("username").map { AlarmRecipient(username: $0, online: recipient.bool("online") ?? false) }
-        })
+        }, pauseOverridden: json.bool("pauseOverridden") ?? false)
     }
 }
 

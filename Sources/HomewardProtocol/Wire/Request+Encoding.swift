@@ -35,6 +35,17 @@ extension Request {
         case .shareList: return "share.list"
         case .shareRevoke: return "share.revoke"
         case .watch: return "watch"
+        case .shareAlways: return "share.always"
+        case .friendLocation: return "friend.location"
+        case .locationPause: return "location.pause"
+        case .locationResume: return "location.resume"
+        case .meetPropose: return "meet.propose"
+        case .meetAccept: return "meet.accept"
+        case .meetDecline: return "meet.decline"
+        case .meetCancel: return "meet.cancel"
+        case .meetList: return "meet.list"
+        case .msgSend: return "msg.send"
+        case .msgRead: return "msg.read"
         }
     }
 
@@ -53,7 +64,7 @@ extension Request {
             add("username", .string(username))
             add("password", .string(password))
         case .hello(let token): add("token", .string(token))
-        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList: break
+        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList, .meetList: break
         case .logoutAll: add("all", .bool(true))
         case .authRevoke(let id): add("tokenId", .string(id))
         case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
@@ -91,6 +102,23 @@ extension Request {
             add("ttl", ttl.map(JSONValue.int))
         case .shareRevoke(let id): add("shareId", .string(id))
         case .watch(let token): add("token", .string(token))
+        case .shareAlways(let with): add("with", with.map(JSONValue.strings))
+        case .friendLocation(let username): add("username", .string(username))
+        case .locationPause(let from, let until):
+            add("from", from.map(JSONValue.string))
+            add("until", until.map(JSONValue.int))
+        case .locationResume(let from): add("from", from.map(JSONValue.string))
+        case .meetPropose(let proposal):
+            add("to", .strings(proposal.to))
+            add("lat", .number(proposal.lat))
+            add("lon", .number(proposal.lon))
+            add("name", .string(proposal.name))
+            add("time", .int(proposal.time))
+        case .meetAccept(let id), .meetDecline(let id), .meetCancel(let id): add("meetingId", .string(id))
+        case .msgSend(let to, let text):
+            add("to", .string(to))
+            add("text", .string(text))
+        case .msgRead(let id): add("messageId", .string(id))
         }
         return fields
     }

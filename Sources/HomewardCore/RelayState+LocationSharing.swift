@@ -1,0 +1,136 @@
+import HomewardProtocol
+
+/// Friends' map (issue 15), part one: standing shares and pauses. Both only change who is in an
+/// owner's audience (`audience(of:)`), so positions keep taking the one-lock fan-out of the
+/// presence table, encoded once; nothing here runs per position.
+extension RelayState {
+    /// `share.always`: with `with`, replaces the friends who receive the caller's positions at all times
+    /// (empty stops); without, reads it. Friends added hear `friend.sharing true`, those dropped `false`.
+    public mutating func shareAlways(_ actor: String, with chosen: [String]?) throws(RelayError) -> Outcome {
+        var outcome = Outcome()
+        if let chosen {
+            for name in chosen {
+                guard name != actor else { throw .invalid("you cannot share with yourself") }
+                try requireUser(name)
+                guard areFriends(actor, name) else { throw .forbidden("\(name) is not your friend") }
+            }
+            let before = standing[actor] ?? []
+            guard before != chosen else { return sharingReply(actor, into: outcome) }
+            standing[actor] = chosen.isEmpty ? nil : chosen
+            outcome.changes.append(.setStandingShare(owner: actor, chosen))
+            outcome.audienceChanged.insert(actor)
+            outcome.send(.friendSharing(username: actor, sharing: true), to: chosen.filter { !before.contains($0) })
+            outcome.send(.friendSharing(username: actor, sharing: false), to: before.filter { !chosen.contains($0) })
+        }
+        return sharingReply(actor, into: outcome)
+    }
+
+    /// `friend.location`: the friend's last position and its age, when they share with the caller at all
+    /// times and have not paused for them. Otherwise `forbidden`, the same answer whether they do not
+    /// share, paused, or are not a friend (so a pause cannot be told apart from not sharing); `not_found`
+    /// only for a username nobody has.
+    public func friendLocation(_ actor: String, _ friend: String, presence: some PresenceView, now: Int64) throws(RelayError) -> Outcome {
+        guard actor != friend else { throw .invalid("ask for a friend's location, not your own") }
+        try requireUser(friend)
+        guard areFriends(actor, friend), standing[friend]?.contains(actor) == true, !isHidden(friend, from: actor) else {
+            throw .forbidden("\(friend) does not share their location with you")
+        }
+        let position = presence.lastPosition(friend)
+        var outcome = Outcome()
+        outcome.reply = FriendLocationReply(username: friend, position: position, age: position.map { max(0, now - $0.ts) }).fields
+        return outcome
+    }
+
+    /// `location.pause`: nobody (`from` nil) or that friend gets the caller's positions until `until` or
+    /// `location.resume`; pausing again replaces the end. Alarm recipients are not affected.
+    public mutating func pauseLocation(_ actor: String, from: String?, until: Int64?) throws(RelayError) -> Outcome {
+        if let from {
+            guard from != actor else { throw .invalid("you cannot pause for yourself") }
+            try requireUser(from)
+            guard areFriends(actor, from) else { throw .forbidden("\(from) is not your friend") }
+        }
+        let pause = LocationPause(owner: actor, from: from, until: until)
+        pauses[actor, default: [:]][pause.key] = pause
+        var outcome = Outcome()
+        outcome.changes.append(.savePause(pause))
+        outcome.audienceChanged.insert(actor)
+        return sharingReply(actor, into: outcome)
+    }
+
+    /// `location.resume`: ends the pause from everyone (`from` nil) or from that friend; none is not an error.
+    public mutating func resumeLocation(_ actor: String, from: String?) throws(RelayError) -> Outcome {
+        if let from { try requireUser(from) }
+        var outcome = Outcome()
+        endPause(actor, key: from ?? LocationPause.everyone, into: &outcome)
+        return sharingReply(actor, into: outcome)
+    }
+
+    /// Whether `viewer` must not get `owner`'s positions because of a pause (alarms aside).
+    public func isHidden(_ owner: String, from viewer: String) -> Bool {
+        guard let paused = pauses[owner] else { return false }
+        return paused[LocationPause.everyone] != nil || paused[viewer] != nil
+    }
+
+    public func hasPauses(_ owner: String) -> Bool { !(pauses[owner]?.isEmpty ?? true) }
+
+    /// The positions audience before alarms: observers, viewers and standing-share friends, less those a
+    /// pause hides from (viewers have no username: only a pause from everyone hides from them).
+    func sharingAudience(of owner: String) -> Set<String> {
+        var audience = Set(standing[owner] ?? [])
+        if let id = sessionByOwner[owner], let session = sessions[id] {
+            audience.formUnion(session.observers)
+            audience.formUnion(viewerKeys(ofSession: id))
+        }
+        guard let paused = pauses[owner], !paused.isEmpty else { return audience }
+        if paused[LocationPause.everyone] != nil { return [] }
+        return audience.subtracting(paused.keys)
+    }
+
+    /// Pauses whose end has come: each ends, and its owner hears `location.resumed`.
+    mutating func expirePauses(now: Int64) -> Outcome {
+        var outcome = Outcome()
+        for owner in pauses.keys.sorted() {
+            for pause in (pauses[owner] ?? [:]).values.sorted(by: { $0.key < $1.key }) where (pause.until ?? .max) <= now {
+                endPause(owner, key: pause.key, into: &outcome)
+                outcome.send(.locationResumed(from: pause.from), to: owner)
+            }
+        }
+        return outcome
+    }
+
+    /// The earliest end of any pause.
+    var nextPauseEnd: Int64? {
+        pauses.values.flatMap(\.values).compactMap(\.until).min()
+    }
+
+    /// A friendship between `a` and `b` ended: neither shares with the other at all times any more, and
+    /// their pauses for each other are moot.
+    mutating func endLocationSharing(_ a: String, _ b: String, into outcome: inout Outcome) {
+        for (owner, other) in [(a, b), (b, a)] {
+            if var chosen = standing[owner], chosen.contains(other) {
+                chosen.removeAll { $0 == other }
+                standing[owner] = chosen.isEmpty ? nil : chosen
+                outcome.changes.append(.setStandingShare(owner: owner, chosen))
+                outcome.audienceChanged.insert(owner)
+            }
+            endPause(owner, key: other, into: &outcome)
+        }
+    }
+
+    private mutating func endPause(_ owner: String, key: String, into outcome: inout Outcome) {
+        guard pauses[owner]?.removeValue(forKey: key) != nil else { return }
+        if pauses[owner]?.isEmpty == true { pauses[owner] = nil }
+        outcome.changes.append(.removePause(owner: owner, from: key.isEmpty ? nil : key))
+        outcome.audienceChanged.insert(owner)
+    }
+
+    private func sharingReply(_ actor: String, into outcome: Outcome) -> Outcome {
+        var outcome = outcome
+        let alarmRecipients = (alarmsByOwner[actor] ?? []).compactMap { alarms[$0] }.flatMap(\.recipients)
+        let paused = (pauses[actor] ?? [:]).values.sorted { $0.key < $1.key }.map(\.info)
+        outcome.reply = LocationSharingReply(
+            with: standing[actor] ?? [], pauses: paused,
+            alarmRecipients: alarmRecipients.isEmpty ? nil : StoreChange.unique(alarmRecipients)).fields
+        return outcome
+    }
+}
