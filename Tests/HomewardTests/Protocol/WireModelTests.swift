@@ -34,7 +34,18 @@ final class WireModelTests: XCTestCase {
         .ping,
         .shareCreate(sessionId: "s_1", ttl: 3600), .shareCreate(sessionId: "s_1", ttl: nil), .shareList,
         .shareRevoke(shareId: "sh_1"), .watch(token: "t0k3n"),
+        .shareAlways(with: ["bob", "carol"]), .shareAlways(with: []), .shareAlways(with: nil), .friendLocation(username: "bob"),
+        .locationPause(from: nil, until: nil), .locationPause(from: "bob", until: now + 60_000),
+        .locationResume(from: nil), .locationResume(from: "bob"),
+        .meetPropose(MeetingProposal(to: ["bob", "carol"], lat: 57.7, lon: 11.97, name: "the fountain", time: now + 3_600_000)),
+        .meetAccept(meetingId: "m_1"), .meetDecline(meetingId: "m_1"), .meetCancel(meetingId: "m_1"), .meetList,
+        .msgSend(to: "bob", text: "on my way 🚶"), .msgRead(messageId: "msg_1"),
     ]
+    static let meeting = MeetingInfo(id: "m_1", from: alice, name: "the fountain", lat: 57.7, lon: 11.97, time: now + 3_600_000,
+                                     createdAt: now, invited: [MeetingInvitee(username: "bob", response: .accepted, queuedAt: now,
+                                                                              deliveredAt: now + 5),
+                                                               MeetingInvitee(username: "carol", queuedAt: now)])
+    static let message = MessageInfo(id: "msg_1", from: "alice", to: "bob", text: "on my way", queuedAt: now, deliveredAt: now + 9)
 
     static let events: [Event] = [
         .position(from: "alice", here),
@@ -46,6 +57,12 @@ final class WireModelTests: XCTestCase {
         .alarm(alarm, repeat: nil), .alarm(alarm, repeat: 3),
         .alarmAcked(alarmId: "a_1", by: "bob"), .alarmCancelled(alarmId: "a_1", reason: "false alarm"),
         .alarmAcknowledged(alarmId: "a_1", by: "bob"),
+        .friendSharing(username: "alice", sharing: true), .friendSharing(username: "alice", sharing: false),
+        .locationResumed(from: nil), .locationResumed(from: "bob"),
+        .meet(meeting), .meetResponse(meetingId: "m_1", by: "bob", response: "accepted"), .meetCancelled(meetingId: "m_1"),
+        .meetDelivered(meetingId: "m_1", to: "carol", deliveredAt: now + 7),
+        .message(message), .message(MessageInfo(id: "msg_2", from: "bob", to: "alice", text: "ok", queuedAt: now)),
+        .messageDelivered(messageId: "msg_1", to: "bob", deliveredAt: now + 9), .messageRead(messageId: "msg_1", by: "bob", readAt: now + 10),
     ]
 
     /// Through bytes, as on the wire.
@@ -103,9 +120,46 @@ final class WireModelTests: XCTestCase {
         try check(SessionListReply(own: nil, following: [], invites: [Self.session]))
         try check(AlarmRaiseReply(alarm: Self.alarm, recipients: [AlarmRecipient(username: "bob", online: true)]))
         try check(AlarmContactsReply(usernames: ["bob"]))
+        try check(AlarmRaiseReply(alarm: Self.alarm, recipients: [], pauseOverridden: true))
+        try check(LocationSharingReply(with: ["bob"], pauses: [PauseInfo(), PauseInfo(from: "carol", until: Self.now + 1)]))
+        try check(LocationSharingReply(with: [], pauses: [PauseInfo()], alarmRecipients: ["bob"]))
+        try check(FriendLocationReply(username: "bob", position: Self.here, age: 1500))
+        try check(FriendLocationReply(username: "bob", position: nil, age: nil))
+        try check(MeetingReply(meeting: Self.meeting))
+        try check(MeetingListReply(meetings: [Self.meeting]))
+        try check(MessageReply(message: Self.message))
         try check(DeviceSessionsReply(sessions: [
             DeviceSession(id: "tk_0123456789abcdef", createdAt: Self.now, lastUsed: Self.now + 5, expiresAt: Self.now + 99, isCurrent: true),
         ]))
+    }
+
+    /// The friends' map requests refuse what their fields may not hold, as `bad_request`.
+    func testFriendsMapRequestsRefuseBadFields() throws {
+        let bad: [String] = [
+            #"{"type":"share.always","with":"bob"}"#, #"{"type":"share.always","with":["b"]}"#,
+            #"{"type":"friend.location"}"#, #"{"type":"friend.location","username":"x y"}"#,
+            #"{"type":"location.pause","until":1}"#, #"{"type":"location.pause","until":"soon"}"#,
+            #"{"type":"location.pause","from":5}"#, #"{"type":"location.resume","from":"no"}"#,
+            #"{"type":"meet.propose","to":[],"lat":1,"lon":2,"name":"x","time":1763833600000}"#,
+            #"{"type":"meet.propose","to":["bob"],"lat":91,"lon":2,"name":"x","time":1763833600000}"#,
+            #"{"type":"meet.propose","to":["bob"],"lat":1,"lon":2,"name":"","time":1763833600000}"#,
+            #"{"type":"meet.propose","to":["bob"],"lat":1,"lon":2,"name":"a\u202Eb","time":1763833600000}"#,
+            #"{"type":"meet.propose","to":["bob"],"lat":1,"lon":2,"name":"x","time":1}"#,
+            #"{"type":"meet.propose","to":["bob"],"lat":1,"lon":2,"name":"x"}"#,
+            #"{"type":"meet.accept"}"#, #"{"type":"msg.read","messageId":7}"#,
+            #"{"type":"msg.send","to":"bob","text":""}"#, #"{"type":"msg.send","to":"bob"}"#,
+            #"{"type":"msg.send","to":"bob","text":"\u001b[31mred"}"#, #"{"type":"msg.send","to":"bob","text":"a\u2066b"}"#,
+            #"{"type":"msg.send","to":"bob","text":"a\nb"}"#,
+            "{\"type\":\"msg.send\",\"to\":\"bob\",\"text\":\"\(String(repeating: "é", count: 1001))\"}",
+        ]
+        for text in bad {
+            let parsed = IncomingRequest.parse(try JSONParser.parse(text), now: Self.now)
+            XCTAssertThrowsError(try parsed.result.get(), text) { error in
+                XCTAssertEqual((error as? ProtocolError)?.code, .badRequest, text)
+            }
+        }
+        let longest = "{\"type\":\"msg.send\",\"to\":\"bob\",\"text\":\"\(String(repeating: "é", count: 1000))\"}"
+        XCTAssertNoThrow(try IncomingRequest.parse(try JSONParser.parse(longest), now: Self.now).result.get())
     }
 
     func testAnEventMissingARequiredMemberIsNotDecoded() throws {
