@@ -481,3 +481,67 @@ struct StoreContractTests {
         }
     }
 }
+
+// MARK: - Friends' map (issue 15)
+
+extension StoreContractTests {
+    @Test(arguments: StoreKind.allCases)
+    func friendsMapStateSurvivesReopeningUntilRemoved(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice", "bob", "carol"))
+            let meeting = MeetingPoint(id: "m_1", owner: "alice", name: "the \u{0} fountain ☂", lat: 57.7, lon: 11.97, time: 9_000,
+                                       createdAt: 5_000, invitees: [MeetingInvitee(username: "carol", queuedAt: 5_000),
+                                                                    MeetingInvitee(username: "bob", response: .declined, queuedAt: 5_000,
+                                                                                   deliveredAt: 5_001)])
+            let message = MessageInfo(id: "msg_1", from: "alice", to: "bob", text: "on my way\u{0}!", queuedAt: 6_000)
+            try await store.apply([
+                .setStandingShare(owner: "alice", ["carol", "bob", "carol"]),
+                .setStandingShare(owner: "bob", ["alice"]),
+                .savePause(LocationPause(owner: "alice", from: nil, until: 7_000)),
+                .savePause(LocationPause(owner: "alice", from: "bob", until: nil)),
+                .savePause(LocationPause(owner: "bob", from: nil, until: 1)),
+                .saveMeeting(meeting), .saveMessage(message),
+                .saveMessage(MessageInfo(id: "msg_2", from: "bob", to: "alice", text: "gone", queuedAt: 6_001)),
+            ])
+            var answered = meeting
+            answered.invitees[0] = MeetingInvitee(username: "carol", response: .accepted, queuedAt: 5_000, deliveredAt: 8_000)
+            var delivered = message
+            delivered.deliveredAt = 8_001
+            try await store.apply([
+                .saveMeeting(answered), .saveMessage(delivered), .removeMessage(id: "msg_2"),
+                .savePause(LocationPause(owner: "bob", from: nil, until: 2)), .setStandingShare(owner: "bob", []),
+            ])
+            let state = try await reopenAndLoad(store, subject)
+            #expect(state.standingShares == ["alice": ["carol", "bob"]])
+            #expect(state.pauses == [LocationPause(owner: "alice", from: nil, until: 7_000),
+                                     LocationPause(owner: "alice", from: "bob", until: nil),
+                                     LocationPause(owner: "bob", from: nil, until: 2)])
+            #expect(state.meetings == [answered], "name with NUL kept whole, invitees in order with their times")
+            #expect(state.messages == [delivered])
+
+            let again = try await subject.open()
+            try await again.apply([.removePause(owner: "alice", from: nil), .removePause(owner: "alice", from: "bob"),
+                                   .removeMeeting(id: "m_1"), .removeMessage(id: "msg_1")])
+            let emptied = try await reopenAndLoad(again, subject)
+            #expect(emptied.pauses == [LocationPause(owner: "bob", from: nil, until: 2)])
+            #expect(emptied.meetings.isEmpty)
+            #expect(emptied.messages.isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aFriendsMapKeyWithNULRefusesTheWholeBatch(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice", "bob"))
+            await #expect(throws: (any Error).self) {
+                try await store.apply([.setStandingShare(owner: "alice", ["bob"]),
+                                       .saveMessage(MessageInfo(id: "msg\u{0}1", from: "alice", to: "bob", text: "x", queuedAt: 1))])
+            }
+            let state = try await reopenAndLoad(store, subject)
+            #expect(state.standingShares.isEmpty)
+            #expect(state.messages.isEmpty)
+        }
+    }
+}
