@@ -15,6 +15,7 @@ public struct HomewardCommand: AsyncParsableCommand {
             FriendsCommand.self, ShareCommand.self, FollowCommand.self, WatchCommand.self,
             CheckinCommand.self, PosCommand.self, WalkCommand.self,
             PanicCommand.self, AckCommand.self, CancelCommand.self, ContactsCommand.self,
+            PauseCommand.self, ResumeCommand.self, MeetCommand.self, MsgCommand.self,
             ShellCommand.self, SimCommand.self,
         ])
 

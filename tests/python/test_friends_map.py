@@ -266,3 +266,9 @@ async def test_bad_input_gets_its_code_keeps_the_connection_and_stores_nothing(h
     assert (await a.ok("meet.list"))["meetings"] == []
     await friend.no_event("msg", within=0.2)
     await friend.no_event("meet", within=0.0)
+
+
+async def test_sign_in_lists_the_friends_map_feature(hw):
+    a = await hw.register("sfm")
+    reply = await (await hw.connect("hello")).request("hello", token=a.token)
+    assert "friends-map" in reply["features"] and "share" in reply["features"], reply

@@ -7,7 +7,7 @@ struct FriendsCommand: AsyncParsableCommand {
         commandName: "friends",
         abstract: "Ask, accept, decline and remove friends; list and search; block people.",
         subcommands: [List.self, Request.self, Accept.self, Decline.self, Remove.self, Search.self,
-                      Block.self, Unblock.self, Blocks.self],
+                      Block.self, Unblock.self, Blocks.self, Where.self],
         defaultSubcommand: List.self)
 
     @OptionGroup var global: GlobalOptions

@@ -6,7 +6,7 @@ struct ShareCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "share",
         abstract: "Share your walk: start a follow-me session, invite more friends, end it, or make a link for someone without an account.",
-        subcommands: [Start.self, Invite.self, End.self, List.self, Link.self, Links.self, Revoke.self],
+        subcommands: [Start.self, Invite.self, End.self, List.self, Link.self, Links.self, Revoke.self, Always.self],
         defaultSubcommand: List.self)
 
     @OptionGroup var global: GlobalOptions
