@@ -73,6 +73,12 @@ extension RelayState {
 
     public func hasPauses(_ owner: String) -> Bool { !(pauses[owner]?.isEmpty ?? true) }
 
+    /// The last position that `session.lost` may carry to everyone watching a walk: none while the owner
+    /// has any pause (one event goes to all observers and viewers, so it must suit the most hidden one).
+    func visibleLastPosition(of owner: String, presence: some PresenceView) -> Position? {
+        hasPauses(owner) ? nil : presence.lastPosition(owner)
+    }
+
     /// The positions audience before alarms: observers, viewers and standing-share friends, less those a
     /// pause hides from (viewers have no username: only a pause from everyone hides from them).
     func sharingAudience(of owner: String) -> Set<String> {

@@ -112,7 +112,7 @@ extension RelayState {
         sessions[id] = session
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
-        outcome.send(.sessionLost(sessionId: id, lastPosition: presence.lastPosition(session.owner),
+        outcome.send(.sessionLost(sessionId: id, lastPosition: visibleLastPosition(of: session.owner, presence: presence),
                                   since: presence.lastSeen(session.owner) ?? since), to: session.observers + viewerKeys(ofSession: id))
         return outcome
     }

@@ -69,7 +69,7 @@ extension RelayState {
     public func viewerBacklog(_ share: ShareLink, presence: some PresenceView) -> [JSONValue] {
         var messages: [JSONValue] = []
         if let session = sessions[share.sessionId], let since = session.lostSince {
-            messages.append(Event.sessionLost(sessionId: session.id, lastPosition: presence.lastPosition(session.owner),
+            messages.append(Event.sessionLost(sessionId: session.id, lastPosition: visibleLastPosition(of: session.owner, presence: presence),
                                               since: presence.lastSeen(session.owner) ?? since).json)
         }
         for alarm in (alarmsByOwner[share.owner] ?? []).compactMap({ alarms[$0] }).sorted(by: { $0.createdAt < $1.createdAt }) {

@@ -123,6 +123,18 @@ final class FriendsMapRulesTests: XCTestCase {
         XCTAssertNil(reply.position)
     }
 
+    func testLostContactCarriesNoPositionWhilePaused() throws {
+        var state = friends()
+        _ = try state.startSession("alice", SessionOptions(invite: ["bob"]), now: now)
+        _ = try state.acceptSession("bob", "s_1", presence: CoreTestPresence())
+        _ = try state.pauseLocation("alice", from: "carol", until: nil)
+        state.ownerWentOffline("alice", at: now)
+        let presence = CoreTestPresence(positions: ["alice": Position(lat: 1, lon: 2, ts: now)])
+        let lost = state.fireDue(now: now + state.safety.lostContactGrace, presence: presence)
+        XCTAssertEqual(lost.recipients(of: "session.lost"), ["bob"])
+        XCTAssertEqual(lost.sent("session.lost").first?.message["lastPosition"], .null)
+    }
+
     /// The pause's end is a deadline like any other: nothing before it, resumed at it, on a manual clock.
     func testAPauseEndsOnTimeAndTheWalkerIsTold() throws {
         var state = friends()
