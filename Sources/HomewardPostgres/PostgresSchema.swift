@@ -188,7 +188,7 @@ enum PostgresSchema {
                 meeting_id TEXT COLLATE "C" NOT NULL REFERENCES meetings(id) ON DELETE CASCADE,
                 username TEXT COLLATE "C" NOT NULL,
                 position BIGINT NOT NULL,
-                response TEXT NOT NULL,
+                response TEXT COLLATE "C" NOT NULL,
                 queued_at BIGINT NOT NULL,
                 delivered_at BIGINT,
                 PRIMARY KEY (meeting_id, username)
