@@ -20,6 +20,8 @@ public struct RelayConfiguration: Sendable {
     public var relayLimits = RelayLimits()
     public var safety = SafetySettings()
     public var passwordIterations = PasswordHasher.recommendedIterations
+    /// The web app served at `/` and `/f` (none unless a web root is set; the executable finds a default).
+    public var web = WebConfiguration()
 
     public init() {}
 

@@ -89,6 +89,25 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("alarm-repeat-max"), help: "How many times an unacknowledged alarm is repeated (0: never). [default: 10]")
     var alarmRepeatMax: Int?
 
+    @Option(name: .customLong("web-root"), help: ArgumentHelp(
+        "Directory of the web app served at / and /f (index.html, f.html, static/). [default: PREFIX/share/homeward/web beside the binary's bin/, else web/ of the source checkout it was built from]",
+        valueName: "dir"))
+    var webRoot: String?
+
+    @Option(name: .customLong("leaflet-dir"), help: ArgumentHelp(
+        "Leaflet's files (Debian: apt-get install libjs-leaflet), served at /vendor/leaflet/; without them the page draws its own plain map. [default: /usr/share/javascript/leaflet]",
+        valueName: "dir"))
+    var leafletDir: String?
+
+    @Option(name: .customLong("map-tiles"), help: ArgumentHelp(
+        "Tile server the web app's map loads images from, e.g. https://tile.example.org/{z}/{x}/{y}.png; browsers then ask that server for the tiles around each walk. [default: none: no third-party requests, a plain map]",
+        valueName: "url-template"))
+    var mapTiles: String?
+
+    @Option(name: .customLong("map-attribution"), help: ArgumentHelp(
+        "Attribution the tile server's licence requires, shown on the map (with --map-tiles).", valueName: "text"))
+    var mapAttribution: String?
+
     struct Settings {
         var relay: RelayConfiguration
         var logLevel: Logger.Level
@@ -136,12 +155,28 @@ struct RelayOptions: ParsableArguments {
             config.safety.alarmRepeatInterval = Int64(interval * 1000)
         }
         config.safety.alarmRepeatMax = try env.value(alarmRepeatMax, "alarm-repeat-max") ?? config.safety.alarmRepeatMax
+        try resolveWeb(&config.web, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("unknown log level '\(levelName)'")
         }
         try validate(config)
         return Settings(relay: config, logLevel: level)
+    }
+
+    private func resolveWeb(_ web: inout WebConfiguration, _ env: EnvironmentReader) throws {
+        web.webRoot = try env.value(webRoot, "web-root") ?? WebConfiguration.defaultWebRoot()
+        if let directory = try env.value(leafletDir, "leaflet-dir") { web.leafletDirectory = directory }
+        let attribution = try env.value(mapAttribution, "map-attribution")
+        if let template = try env.value(mapTiles, "map-tiles") {
+            do {
+                web.mapTiles = try MapTiles(urlTemplate: template, attribution: attribution ?? "")
+            } catch {
+                throw ValidationError(error.description)
+            }
+        } else if attribution != nil {
+            throw ValidationError("--map-attribution needs --map-tiles")
+        }
     }
 
     private func validate(_ config: RelayConfiguration) throws {
