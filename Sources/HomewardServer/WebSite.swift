@@ -33,7 +33,7 @@ struct WebSite: Sendable {
             "script": WebAssets.leafletPrefix + "leaflet.js", "stylesheet": WebAssets.leafletPrefix + "leaflet.css",
         ] : NSNull()]
         object["tiles"] = tiles.map { ["url": $0.urlTemplate, "attribution": $0.attribution] } ?? NSNull()
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         config = ByteBuffer(bytes: data)
     }
 
