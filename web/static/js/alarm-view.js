@@ -3,7 +3,7 @@
 // answering, "Close" returns to the app; the alarm stays as a banner on the home screen until it is
 // cancelled.
 
-import { h, mount } from './dom.js';
+import { h, mount, agoText } from './dom.js';
 import { WalkMap } from './walk-map.js';
 import { clock, coordinates, distance } from './format.js';
 import { startAlarmSound, stopAlarmSound, vibrate } from './sound.js';
@@ -80,9 +80,9 @@ export class AlarmOverlay {
       h('p', { class: 'who' }, `${from} needs help`),
       h('p', { class: 'text', id: 'alarm-text' }, alarm.text),
       alarm.auto ? h('p', { class: 'muted' }, 'Raised by the relay: a check-in was missed.') : null,
-      h('p', {}, `Raised at ${clock(alarm.createdAt)} (`, h('span', { 'data-ago': alarm.createdAt }, ''), ')'),
+      h('p', {}, `Raised at ${clock(alarm.createdAt)} (`, agoText(alarm.createdAt), ')'),
       pos ? h('p', { id: 'alarm-position' }, `Position ${coordinates(pos)}`, typeof pos.acc === 'number' ? ` ± ${distance(pos.acc)}` : '',
-        ', fix ', h('span', { 'data-ago': pos.ts }, '')) : h('p', {}, 'No position was sent with the alarm.'),
+        ', fix ', agoText(pos.ts)) : h('p', {}, 'No position was sent with the alarm.'),
       h('p', { id: 'alarm-acks' }, alarm.acked.length ? `On it: ${alarm.acked.join(', ')}` : 'Nobody has answered yet.'));
     this.button.textContent = answered ? 'Close' : "I'm on it";
     this.button.onclick = answered ? () => this.dismiss(alarm.alarmId) : () => this.acknowledge(alarm);

@@ -2,6 +2,8 @@
 // as a text node, so nothing a user types can become markup. The CSP forbids inline script and
 // style attributes; classes do the styling.
 
+import { ago, countdown } from './format.js';
+
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -29,4 +31,14 @@ export function formValues(form) {
   const values = {};
   for (const [key, value] of new FormData(form).entries()) values[key] = typeof value === 'string' ? value.trim() : value;
   return values;
+}
+
+/** "12 s ago", kept current by refreshTimes (format.js) once a second. */
+export function agoText(ts, attrs = {}) {
+  return h('span', { ...attrs, 'data-ago': ts }, ago(ts));
+}
+
+/** A countdown to `deadline`, kept current by refreshTimes. */
+export function countdownText(deadline, attrs = {}) {
+  return h('span', { ...attrs, 'data-countdown': deadline, class: Date.now() > deadline ? 'overdue' : null }, countdown(deadline));
 }

@@ -1,7 +1,7 @@
 // The home screen: walks you follow, invitations, your own walk, alarms, friends and requests.
 // Lists are redrawn when the state changes; the add-friend form is drawn once so typing survives.
 
-import { h, mount, formValues } from './dom.js';
+import { h, mount, formValues, agoText } from './dom.js';
 import { displayName } from './format.js';
 
 export function renderHome(app, main) {
@@ -47,7 +47,7 @@ export function renderHome(app, main) {
           onclick: () => app.show({ name: 'walk', sessionId: walk.session.sessionId }),
         }, h('strong', {}, owner.name || owner.username),
         walk.session.note ? h('span', { class: 'note' }, walk.session.note) : null,
-        h('span', { class: 'meta' }, status || h('span', { 'data-ago': walk.last.ts }, '')));
+        h('span', { class: 'meta' }, status || agoText(walk.last.ts)));
       }));
 
     const invited = [...state.invites.values()];
@@ -56,14 +56,14 @@ export function renderHome(app, main) {
         h('p', {}, h('strong', {}, session.owner.name || session.owner.username), ' asks you to follow their walk',
           session.note ? h('span', { class: 'note' }, ` “${session.note}”`) : null),
         h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'primary', onclick: () => act(accept(session)) }, 'Follow'),
+          h('button', { type: 'button', class: 'primary accept', onclick: () => act(accept(session)) }, 'Follow'),
           h('button', { type: 'button', onclick: () => act(socket.request('session.decline', { sessionId: session.sessionId }).then(() => { state.invites.delete(session.sessionId); draw(); })) }, 'Decline')))));
 
     mount(requests, state.incoming.length ? h('h2', {}, 'Friend requests') : null,
       state.incoming.map((user) => h('div', { class: 'card request', dataset: { username: user.username } },
         h('p', {}, displayName(user)),
         h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'primary', onclick: () => act(socket.request('friend.accept', { username: user.username })) }, 'Accept'),
+          h('button', { type: 'button', class: 'primary accept', onclick: () => act(socket.request('friend.accept', { username: user.username })) }, 'Accept'),
           h('button', { type: 'button', onclick: () => act(socket.request('friend.decline', { username: user.username }).then(refresh)) }, 'Decline')))));
 
     const list = [...state.friends.values()].sort((a, b) => (b.online - a.online) || a.username.localeCompare(b.username));
@@ -72,7 +72,7 @@ export function renderHome(app, main) {
       h('ul', { class: 'friends' }, list.map((friend) => h('li', { dataset: { username: friend.username, online: String(Boolean(friend.online)) } },
         h('span', { class: `dot ${friend.online ? 'online' : 'offline'}` }),
         h('span', { class: 'name' }, displayName(friend)),
-        h('span', { class: 'meta' }, friend.online ? 'online' : friend.lastSeen ? ['seen ', h('span', { 'data-ago': friend.lastSeen }, '')] : 'offline')))),
+        h('span', { class: 'meta' }, friend.online ? 'online' : friend.lastSeen ? ['seen ', agoText(friend.lastSeen)] : 'offline')))),
       state.outgoing.length ? h('p', { class: 'muted' }, `Asked: ${state.outgoing.map((u) => '@' + u.username).join(', ')}`) : null);
   }
 

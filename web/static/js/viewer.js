@@ -15,10 +15,8 @@ const TOKEN_KEY = 'homeward.share-token';
 const root = document.getElementById('app');
 
 const fragment = location.hash.slice(1);
-if (fragment) {
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fragment));
-  history.replaceState(null, '', location.pathname + location.search);
-}
+if (fragment) sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fragment));
+if (location.href.includes('#')) history.replaceState(null, '', location.pathname + location.search);
 const token = sessionStorage.getItem(TOKEN_KEY);
 
 const status = h('div', { class: 'status', role: 'status', id: 'connection' });
@@ -48,7 +46,9 @@ async function watch() {
     const reply = await socket.request('watch', { token });
     start(reply.session, reply.lastPosition);
   } catch (error) {
-    if (error.code === 'not_found' || error.code === 'forbidden' || error.code === 'bad_request') unavailable();
+    // not_found is the relay's one answer for unknown, expired and revoked links; a relay without share
+    // links (unsupported, or unauthenticated from a 1.0 relay) cannot open one either.
+    if (['not_found', 'forbidden', 'bad_request', 'unsupported', 'unauthenticated'].includes(error.code)) unavailable();
     else if (error.code === 'rate_limited') mount(main, h('p', { class: 'banner lost' }, 'Too many attempts from this network. Wait a minute and reload.'));
   }
 }

@@ -1,7 +1,7 @@
 // The facts under a walk's map, shared by the app and the share-link viewer: last fix and its age,
 // accuracy, distance to the destination, the check-in countdown, lost contact, the end.
 
-import { h } from './dom.js';
+import { h, agoText, countdownText } from './dom.js';
 import { clock, coordinates, distance, metresBetween } from './format.js';
 
 const endings = {
@@ -22,12 +22,12 @@ export function walkFacts({ session, last, lost, ended }) {
   if (lost && !ended) {
     rows.push(h('p', { class: 'banner lost', id: 'contact-lost' },
       'CONTACT LOST: no connection from the phone',
-      lost.since ? [' since ', clock(lost.since), ' (', h('span', { 'data-ago': lost.since }, ''), ')'] : null,
+      lost.since ? [' since ', clock(lost.since), ' (', agoText(lost.since), ')'] : null,
       '. The last known position is shown.'));
   }
   const facts = [];
   if (last) {
-    facts.push(['Last fix', h('span', { id: 'fix-age', 'data-ago': last.ts }, '')]);
+    facts.push(['Last fix', agoText(last.ts, { id: 'fix-age' })]);
     facts.push(['Position', coordinates(last)]);
     if (typeof last.acc === 'number') facts.push(['Accuracy', `± ${distance(last.acc)}`]);
     if (typeof last.batt === 'number') facts.push(['Battery', `${Math.round(last.batt)} %`]);
@@ -38,7 +38,7 @@ export function walkFacts({ session, last, lost, ended }) {
     facts.push(['Destination', last ? `${distance(metresBetween(last, session.destination))} away` : coordinates(session.destination)]);
   }
   if (session.checkInBy && !ended) {
-    facts.push(['Check-in due', h('span', { id: 'checkin-countdown', 'data-countdown': session.checkInBy }, '')]);
+    facts.push(['Check-in due', countdownText(session.checkInBy, { id: 'checkin-countdown' })]);
   }
   if (session.startedAt) facts.push(['Started', clock(session.startedAt)]);
   if (session.expiresAt) facts.push(['Shared until', clock(session.expiresAt)]);

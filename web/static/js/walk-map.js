@@ -51,6 +51,7 @@ export class WalkMap {
     if (!this.following) return;
     this.following = false;
     this.followButton.classList.remove('hidden');
+    this.updateData();
   }
 
   draw() {

@@ -8,6 +8,8 @@ import { walkFacts, endingText } from './walk-info.js';
 import { Walk } from './store.js';
 import { clock } from './format.js';
 
+const HEARTBEAT = 10000;
+
 export class WalkerMode {
   constructor(app) {
     this.app = app;
@@ -54,6 +56,12 @@ export class WalkerMode {
         this.app.state.changed('own');
       },
       { enableHighAccuracy: true, maximumAge: 5000, timeout: 30000 });
+    // watchPosition reports only movement: a walker standing still would look to followers like a phone
+    // gone quiet, and some browsers let a watch stall. A fresh fix every HEARTBEAT keeps "12 s ago" true.
+    this.heartbeat = setInterval(() => {
+      navigator.geolocation.getCurrentPosition((fix) => this.took(fix), () => {},
+        { enableHighAccuracy: true, maximumAge: 0, timeout: HEARTBEAT });
+    }, HEARTBEAT);
   }
 
   took(fix) {
@@ -82,6 +90,7 @@ export class WalkerMode {
 
   stop() {
     if (this.watchId !== null) navigator.geolocation.clearWatch(this.watchId);
+    clearInterval(this.heartbeat);
     this.watchId = null;
   }
 
