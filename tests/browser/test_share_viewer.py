@@ -13,7 +13,7 @@ START = (57.70890, 11.97460)
 
 
 async def walker_with_link(hw):
-    walker = await hw.register("sharer")
+    walker = await hw.register("sharer", name="Ann")
     reply = await walker.request("session.start", note="Late train")
     assert reply["type"] == "ok", reply
     session_id = reply["session"]["sessionId"]
@@ -34,7 +34,7 @@ async def test_the_viewer_shows_the_walk_and_then_that_it_ended_after_revoke(hw,
         # The token left the address bar at once, and never went into a request.
         assert page.url == f"{browser.origin}/f", page.url
         assert not [u for u in browser.requests if share["token"] in u], browser.requests
-        assert walker.username in await page.text_content("h1")
+        assert "Ann is walking" in await page.text_content("h1")
         for i in range(1, 4):
             await walker.request("pos", id=contract.NO_ID, lat=START[0] + i * 0.0001, lon=START[1], acc=10,
                                  ts=int(time.time() * 1000))

@@ -32,8 +32,8 @@ async def wait_track(page, selector: str, points: int):
 
 async def follow_walk_in_page(hw, page, browser: Browser, prefix: str):
     """A walker phone befriends the page's user, starts a walk, and the page follows it. Returns the phone."""
-    username = await register_in_page(page, browser.origin, prefix)
-    walker = await hw.register("walker")
+    username = await register_in_page(page, browser.origin, prefix, name="Bo")
+    walker = await hw.register("walker", name="Ann")
     await befriend_page(hw, page, walker, username)
     reply = await walker.ok("session.start", note="Home from the station", checkInBy=int(time.time() * 1000) + 20 * 60000,
                             destination={"lat": START[0] + 0.003, "lon": START[1] + 0.003, "radius": 50})
@@ -142,8 +142,8 @@ async def test_an_alarm_takes_over_the_page_and_im_on_it_reaches_the_walker(hw, 
 async def test_walker_mode_with_faked_geolocation_reaches_a_follower(hw, screenshots):
     async with browser_for(hw.relay) as browser:
         page = await browser.page(geolocation={"latitude": START[0], "longitude": START[1], "accuracy": 15})
-        username = await register_in_page(page, browser.origin, "walkerpage")
-        friend = await hw.register("watcher")
+        username = await register_in_page(page, browser.origin, "walkerpage", name="Ann")
+        friend = await hw.register("watcher", name="Bo")
         await befriend_page(hw, page, friend, username)
         await page.click("#share-walk")
         await page.fill("input[name=note]", "Walking home")
