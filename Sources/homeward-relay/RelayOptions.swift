@@ -9,7 +9,7 @@ struct RelayOptions: ParsableArguments {
     @Option(help: "Address to listen on (0.0.0.0 for all IPv4 interfaces). [default: 0.0.0.0]")
     var host: String?
 
-    @Option(help: "TLS port for WebSocket, /healthz and /metrics. [default: 8443]")
+    @Option(help: "TLS port for WebSocket, /healthz, /metrics and the web app. [default: 8443]")
     var port: Int?
 
     @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
