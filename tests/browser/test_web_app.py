@@ -3,6 +3,7 @@ Python WebSocket clients playing the other people's phones."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -189,15 +190,17 @@ async def test_walker_mode_with_faked_geolocation_reaches_a_follower(hw, screens
         assert ended["reason"] == "ended"
 
 
-async def test_the_page_shows_offline_and_reconnects_with_its_token(relay_binary, tmp_path_factory):
+async def test_the_page_shows_offline_and_reconnects_with_its_token(relay_binary, tmp_path_factory, screenshots):
     with started_relay(relay_binary, tmp_path_factory.mktemp("restart"), *WEB_ARGS) as relay:
         async with browser_for(relay) as browser:
             page = await browser.page()
             username = await register_in_page(page, browser.origin, "restart")
             await page.wait_for_selector("#connection[data-state='open']")
-            await relay.restart_async(hard=True)
+            await asyncio.to_thread(relay.kill)
             await page.wait_for_selector("#connection[data-state='offline']", timeout=10000)
             assert "Offline" in await page.text_content("#connection")
+            await screenshots(page, "offline")
+            await asyncio.to_thread(relay.start)
             # Back by itself (backoff), signed in again with `hello` and the stored token: no form shown.
             await page.wait_for_selector("#connection[data-state='open']", timeout=30000)
             await page.wait_for_selector(f"#connection >> text=@{username}")
@@ -206,8 +209,9 @@ async def test_the_page_shows_offline_and_reconnects_with_its_token(relay_binary
             assert token and token not in page.url
 
 
-async def test_without_leaflet_the_page_draws_its_own_map_with_a_scale(relay_binary, tmp_path_factory, screenshots):
-    with started_relay(relay_binary, tmp_path_factory.mktemp("no-leaflet"), *WEB_ARGS, "--leaflet-dir", "/nonexistent") as relay:
+async def test_without_leaflet_the_page_draws_its_own_map_and_shows_lost_contact(relay_binary, tmp_path_factory, screenshots):
+    with started_relay(relay_binary, tmp_path_factory.mktemp("no-leaflet"), *WEB_ARGS, "--leaflet-dir", "/nonexistent",
+                       "--lost-contact-grace", "1") as relay:
         hw = Harness(relay)
         try:
             async with browser_for(relay) as browser:
@@ -226,6 +230,15 @@ async def test_without_leaflet_the_page_draws_its_own_map_with_a_scale(relay_bin
                 assert re.fullmatch(r"\d+ (m|km)", scale), scale
                 assert not [u for u in browser.requests if "/vendor/" in u]
                 await screenshots(page, "follow-plain-map")
+                # The walker's phone goes quiet: the page says so plainly, and again when it is back.
+                token = walker.token
+                await walker.close()
+                await page.wait_for_selector("#contact-lost")
+                assert "CONTACT LOST" in await page.text_content("#contact-lost")
+                assert await page.locator("#walk-map.lost").count() == 1
+                await screenshots(page, "contact-lost")
+                await hw.hello(token, label="walker-back")
+                await page.locator("#contact-lost").wait_for(state="detached")
         finally:
             await hw.aclose()
 

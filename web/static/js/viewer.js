@@ -49,7 +49,11 @@ async function watch() {
     // not_found is the relay's one answer for unknown, expired and revoked links; a relay without share
     // links (unsupported, or unauthenticated from a 1.0 relay) cannot open one either.
     if (['not_found', 'forbidden', 'bad_request', 'unsupported', 'unauthenticated'].includes(error.code)) unavailable();
-    else if (error.code === 'rate_limited') mount(main, h('p', { class: 'banner lost' }, 'Too many attempts from this network. Wait a minute and reload.'));
+    else if (error.code === 'rate_limited') {
+      // The relay closes the connection after this; retrying by itself would only prolong the wait.
+      finished = true;
+      mount(main, h('p', { class: 'banner lost', id: 'rate-limited' }, 'Too many attempts from this network. Wait a few minutes and reload.'));
+    }
   }
 }
 

@@ -188,12 +188,39 @@ export function renderWalker(app, main) {
         ? `Followed by ${session.observers.join(', ')}`
         : `Invited: ${session.invited.join(', ') || 'nobody yet'}; waiting for someone to follow.`));
       parts.push(walkFacts(walk));
+      if (state.features.includes('share')) parts.push(shareLinkBox(walk));
       parts.push(h('div', { class: 'actions' },
         h('button', { type: 'button', id: 'check-in', onclick: () => act(mode.checkIn(15)) }, 'Check in (15 min)'),
         h('button', { type: 'button', class: 'primary', id: 'end-walk', onclick: () => act(mode.end()) }, "I'm home")));
     }
     mount(body, parts);
     syncMap();
+  }
+
+  // A link for someone without an account (protocol 1.1 share links): shown once, as the relay keeps
+  // only a hash of its token. Made once per walk, so redraws keep it.
+  let shareBox = null;
+  function shareLinkBox(walk) {
+    if (shareBox && shareBox.dataset.session === walk.session.sessionId) return shareBox;
+    const result = h('div', { class: 'share-result' });
+    shareBox = h('div', { class: 'card share-link', dataset: { session: walk.session.sessionId } },
+      h('p', { class: 'muted' }, 'Someone without an account can watch this walk with a link (valid 2 hours).'),
+      h('button', { type: 'button', id: 'create-share-link', onclick: () => act(create()) }, 'Create a share link'),
+      result);
+    async function create() {
+      const reply = await app.socket.request('share.create', { sessionId: walk.session.sessionId });
+      const field = h('input', { readonly: true, id: 'share-url', value: reply.share.url, 'aria-label': 'share link' });
+      const copy = h('button', { type: 'button', onclick: async () => {
+        try {
+          await navigator.clipboard.writeText(reply.share.url);
+          app.notify('Link copied');
+        } catch {
+          field.select();
+        }
+      } }, 'Copy');
+      mount(result, h('div', { class: 'inline' }, field, copy), h('p', { class: 'muted small' }, 'Send it yourself; it is shown only now.'));
+    }
+    return shareBox;
   }
 
   // Made once, so that a new location fix redrawing the screen keeps what the user typed.
