@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import browser_for, contract
+from conftest import browser_for, contract, register_in_page
 
 START = (57.70890, 11.97460)
 
@@ -29,7 +29,8 @@ async def test_the_viewer_shows_the_walk_and_then_that_it_ended_after_revoke(hw,
     walker, session_id, share = await walker_with_link(hw)
     async with browser_for(hw.relay) as browser:
         page = await browser.page()
-        await page.goto(f"{browser.origin}/f#{share['token']}")
+        assert share["url"] == f"{browser.origin}/f#{share['token']}", share
+        await page.goto(share["url"])
         await page.wait_for_selector("#walk-map[data-track-points='1']")
         # The token left the address bar at once, and never went into a request.
         assert page.url == f"{browser.origin}/f", page.url
@@ -56,3 +57,27 @@ async def test_a_bad_token_shows_the_clear_page(hw, screenshots, fragment):
         assert page.url == f"{browser.origin}/f"
         if fragment.startswith("A"):
             await screenshots(page, "share-link-unavailable")
+
+
+async def test_a_walker_makes_a_share_link_in_the_page_and_someone_without_an_account_opens_it(hw, screenshots):
+    async with browser_for(hw.relay) as browser:
+        walker = await browser.page(geolocation={"latitude": START[0], "longitude": START[1], "accuracy": 10})
+        await register_in_page(walker, browser.origin, "linker", name="Ann")
+        await walker.click("#share-walk")
+        await walker.click("#start-sharing")
+        await walker.wait_for_selector("#end-walk")
+        if await walker.locator("#create-share-link").count() == 0:
+            pytest.skip("this relay has no share links yet (no 'share' in features)")
+        await walker.click("#create-share-link")
+        url = await walker.input_value("#share-url")
+        assert url.startswith(f"{browser.origin}/f#"), url
+        await screenshots(walker, "walker-share-link")
+        viewer = await browser.page()
+        await viewer.goto(url)
+        await viewer.wait_for_selector("#walk-map[data-track-points='1']")
+        assert "Ann is walking" in await viewer.text_content("h1")
+        await walker.context.set_geolocation({"latitude": START[0] + 0.0005, "longitude": START[1], "accuracy": 10})
+        await viewer.wait_for_selector("#walk-map[data-track-points='2']", timeout=20000)
+        await walker.click("#end-walk")
+        await viewer.wait_for_selector("#walk-ended")
+        assert "has ended" in await viewer.text_content("#walk-ended")

@@ -111,6 +111,9 @@ function handle(message) {
 }
 
 function draw() {
+  const title = document.querySelector('header.top h1');
+  const owner = walk.session.owner.name || walk.session.owner.username;
+  if (title) title.textContent = walk.ended ? `${owner}'s walk` : `${owner} is walking`;
   const info = document.getElementById('walk-info');
   if (info) mount(info, walkFacts(walk));
   document.body.classList.toggle('walk-ended', Boolean(walk.ended));
