@@ -23,7 +23,8 @@ struct SecurityHeaders: Sendable {
         var connect = "'self'"
         if let host, Self.isPlainHost(host) { connect += " wss://\(host)" }
         var images = "'self'"
-        if let tileSource { images += " \(tileSource)" }
+        // Leaflet's tile layer blanks a tile it drops with a data: GIF; without tiles nothing needs data:.
+        if let tileSource { images += " data: \(tileSource)" }
         return [
             "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src \(images)",
             "connect-src \(connect)", "font-src 'self'", "manifest-src 'self'", "media-src 'self'",

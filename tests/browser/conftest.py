@@ -127,9 +127,10 @@ class Browser:
         page.set_default_timeout(15000)
         return page
 
-    def assert_stayed_local(self):
+    def assert_stayed_local(self, also: set[str] = frozenset()):
+        """No request went anywhere but the relay (and the hosts in `also`, a configured tile server)."""
         hosts = {urlsplit(url).hostname for url in self.requests if not url.startswith(("data:", "blob:", "about:"))}
-        assert hosts <= {self.relay.host}, f"requests left {self.relay.host}: {sorted(hosts)}; {self.requests}"
+        assert hosts <= {self.relay.host} | set(also), f"requests left {self.relay.host}: {sorted(hosts)}; {self.requests}"
 
     async def close(self):
         if self.browser:
@@ -137,15 +138,16 @@ class Browser:
 
 
 @contextlib.asynccontextmanager
-async def browser_for(relay):
-    """A Chromium for one test; at the end, no page error, no CSP violation, no request off loopback."""
+async def browser_for(relay, tile_host: str | None = None):
+    """A Chromium for one test; at the end, no page error, no CSP violation, no request off loopback
+    (but to `tile_host`, whose requests the test answers itself: nothing leaves the machine)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await Browser(playwright, relay).start()
         try:
             yield browser
-            browser.assert_stayed_local()
+            browser.assert_stayed_local({tile_host} if tile_host else set())
             assert not browser.problems, browser.problems
         finally:
             await browser.close()

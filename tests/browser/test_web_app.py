@@ -242,3 +242,32 @@ async def test_without_leaflet_the_page_draws_its_own_map_and_shows_lost_contact
         finally:
             await hw.aclose()
 
+
+
+# A 1x1 transparent PNG: what the test's stand-in tile server answers.
+TILE_PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                         "1f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4b60000000049454e44ae426082")
+
+
+async def test_with_a_tile_server_the_map_asks_only_that_server_and_shows_its_attribution(relay_binary, tmp_path_factory):
+    tiles = "https://tiles.homeward.invalid/{z}/{x}/{y}.png"
+    with started_relay(relay_binary, tmp_path_factory.mktemp("tiles"), *WEB_ARGS, "--map-tiles", tiles,
+                       "--map-attribution", "Tiles by the test") as relay:
+        hw = Harness(relay)
+        try:
+            async with browser_for(relay, tile_host="tiles.homeward.invalid") as browser:
+                page = await browser.page()
+                # Stand in for the tile server inside the browser: no request leaves the machine.
+                await page.context.route("https://tiles.homeward.invalid/**",
+                                         lambda route: route.fulfill(status=200, content_type="image/png", body=TILE_PNG))
+                response = await page.goto(browser.origin + "/")
+                assert "img-src 'self' data: https://tiles.homeward.invalid;" in response.headers["content-security-policy"]
+                walker, _ = await follow_walk_in_page(hw, page, browser, "tiles")
+                await wait_track(page, "#walk-map", 1)
+                assert (await map_state(page, "#walk-map"))["renderer"] == "leaflet-tiles"
+                await page.wait_for_selector("#walk-map img.leaflet-tile-loaded")
+                assert "Tiles by the test" in await page.text_content("#walk-map .leaflet-control-attribution")
+                tile_requests = [u for u in browser.requests if "tiles.homeward.invalid" in u]
+                assert tile_requests and all(u.startswith("https://tiles.homeward.invalid/17/") for u in tile_requests), tile_requests
+        finally:
+            await hw.aclose()

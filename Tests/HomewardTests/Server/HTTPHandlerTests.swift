@@ -79,7 +79,7 @@ final class HTTPHandlerTests: XCTestCase {
             XCTAssertFalse(csp.contains("unsafe-inline"), csp)
             XCTAssertTrue(csp.contains("frame-ancestors 'none'"), csp)
             XCTAssertTrue(csp.contains("connect-src 'self' wss://relay.example:8443;"), csp)
-            XCTAssertTrue(csp.contains("img-src 'self' https://*.tile.example.org;"), csp)
+            XCTAssertTrue(csp.contains("img-src 'self' data: https://*.tile.example.org;"), csp)
             XCTAssertTrue(csp.contains("default-src 'none'"), csp)
             XCTAssertEqual(response.header("Referrer-Policy"), "no-referrer", path)
             XCTAssertEqual(response.header("X-Content-Type-Options"), "nosniff", path)
