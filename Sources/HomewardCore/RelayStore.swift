@@ -22,6 +22,8 @@ public struct StoredState: Sendable {
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
+    /// Share links not removed yet (some may have expired while the relay was down).
+    public var shares: [ShareLink] = []
 
     public init() {}
 }

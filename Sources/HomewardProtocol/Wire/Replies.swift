@@ -10,19 +10,22 @@ public protocol ReplyBody: Sendable {
 public struct SignInReply: ReplyBody, Equatable {
     public var user: UserInfo
     public var token: String?
+    /// What this relay offers beyond version 1 (protocol 1.1), e.g. `["share"]`; empty from a version-1 relay.
+    public var features: [String]
 
-    public init(user: UserInfo, token: String?) {
+    public init(user: UserInfo, token: String?, features: [String] = []) {
         self.user = user
         self.token = token
+        self.features = features
     }
 
     public var fields: [(String, JSONValue)] {
-        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? [])
+        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? []) + [("features", .strings(features))]
     }
 
     public init?(json: JSONValue) {
         guard let user = UserInfo(json: json.object("user")) else { return nil }
-        self.init(user: user, token: json.string("token"))
+        self.init(user: user, token: json.string("token"), features: json.strings("features"))
     }
 }
 
