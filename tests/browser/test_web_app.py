@@ -156,7 +156,7 @@ async def test_walker_mode_with_faked_geolocation_reaches_a_follower(hw, screens
         assert session["checkInBy"] > time.time() * 1000
         accepted = await friend.ok("session.accept", sessionId=session["sessionId"])
         # In the reply, or as an event (at the latest the page's heartbeat fix: a position published while
-        # the relay stores the accept reaches neither; see the report of issue 12).
+        # the relay stores the accept reaches neither the reply nor the new observer; see docs/web.md).
         first = accepted.get("position") or await friend.expect_event("pos", timeout=15)
         assert first["lat"] == pytest.approx(START[0]) and first["lon"] == pytest.approx(START[1])
         await page.wait_for_selector("#sharing-with >> text=Followed by")
@@ -164,7 +164,7 @@ async def test_walker_mode_with_faked_geolocation_reaches_a_follower(hw, screens
         for i in range(1, 4):
             lat, lon = START[0] + i * 0.0005, START[1] + (i % 2) * 0.0005
             await page.context.set_geolocation({"latitude": lat, "longitude": lon, "accuracy": 8})
-            # At once from the watch, or at the latest with the page's 10 s heartbeat fix.
+            # At once from the watch, or at the latest when the page restarts a quiet watch (10 s).
             pos = await friend.expect_event("pos", timeout=15, predicate=lambda e: e.get("lat") == pytest.approx(lat))
             assert pos["from"] == username and pos["acc"] == 8 and pos["lon"] == pytest.approx(lon)
         await wait_track(page, "#own-map", 4)

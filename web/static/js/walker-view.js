@@ -43,29 +43,38 @@ export class WalkerMode {
   }
 
   watch() {
-    if (this.watchId !== null || !navigator.geolocation) {
-      if (!navigator.geolocation) this.geoError = 'This browser cannot share its location.';
+    if (this.watchId !== null) return;
+    if (!navigator.geolocation) {
+      this.geoError = 'This browser cannot share its location.';
       return;
     }
+    this.startWatch();
+    // watchPosition reports only movement: a walker standing still would look to followers like a phone
+    // gone quiet, and some browsers let a watch stall. After HEARTBEAT without a fix the watch is
+    // started again, which delivers the current position at once.
+    this.heartbeat = setInterval(() => {
+      if (Date.now() - (this.lastFixAt || 0) < HEARTBEAT) return;
+      navigator.geolocation.clearWatch(this.watchId);
+      this.startWatch();
+    }, HEARTBEAT / 2);
+  }
+
+  startWatch() {
     this.watchId = navigator.geolocation.watchPosition(
       (fix) => this.took(fix),
       (error) => {
+        if (error.code !== error.PERMISSION_DENIED && this.lastFixAt) return; // a gap; the heartbeat restarts the watch
         this.geoError = error.code === error.PERMISSION_DENIED
           ? 'Location is blocked: allow it for this site so your friends can see where you are.'
           : 'Waiting for a location fix…';
         this.app.state.changed('own');
       },
-      { enableHighAccuracy: true, maximumAge: 5000, timeout: 30000 });
-    // watchPosition reports only movement: a walker standing still would look to followers like a phone
-    // gone quiet, and some browsers let a watch stall. A fresh fix every HEARTBEAT keeps "12 s ago" true.
-    this.heartbeat = setInterval(() => {
-      navigator.geolocation.getCurrentPosition((fix) => this.took(fix), () => {},
-        { enableHighAccuracy: true, maximumAge: 0, timeout: HEARTBEAT });
-    }, HEARTBEAT);
+      { enableHighAccuracy: true, maximumAge: 0, timeout: 30000 });
   }
 
   took(fix) {
     this.geoError = null;
+    this.lastFixAt = Date.now();
     const c = fix.coords;
     const pos = { lat: c.latitude, lon: c.longitude, ts: Math.round(fix.timestamp || Date.now()) };
     if (Number.isFinite(c.accuracy)) pos.acc = Math.max(0, c.accuracy);
