@@ -47,7 +47,7 @@ async def test_the_viewer_shows_the_walk_and_then_that_it_ended_after_revoke(hw,
         await screenshots(page, "share-viewer-ended")
 
 
-@pytest.mark.parametrize("fragment", ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "not a token!", ""])
+@pytest.mark.parametrize("fragment", ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "not a token!", "%E0%A4%A", ""])
 async def test_a_bad_token_shows_the_clear_page(hw, screenshots, fragment):
     async with browser_for(hw.relay) as browser:
         page = await browser.page()

@@ -15,7 +15,15 @@ const TOKEN_KEY = 'homeward.share-token';
 const root = document.getElementById('app');
 
 const fragment = location.hash.slice(1);
-if (fragment) sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(fragment));
+if (fragment) {
+  let decoded = '';
+  try {
+    decoded = decodeURIComponent(fragment);
+  } catch {
+    // A mangled link (a stray %): the format check below turns it into the "does not work" page.
+  }
+  sessionStorage.setItem(TOKEN_KEY, decoded);
+}
 if (location.href.includes('#')) history.replaceState(null, '', location.pathname + location.search);
 const token = sessionStorage.getItem(TOKEN_KEY);
 
