@@ -70,7 +70,7 @@ let package = Package(
         .target(
             name: "HomewardServer",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardNATS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

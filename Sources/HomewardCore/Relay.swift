@@ -20,6 +20,8 @@ public actor Relay {
 
     public nonisolated let presence = PresenceTable()
     public nonisolated let limits: RelayLimits
+    /// This relay's name among the relays sharing one store (`--node-id`), sent in the sign-in reply.
+    public nonisolated let node: String
     private nonisolated let executor: QueueExecutor
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -53,7 +55,7 @@ public actor Relay {
     private let usersOnline: Gauge
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
-                safety: SafetySettings = SafetySettings(),
+                safety: SafetySettings = SafetySettings(), node: String = "local",
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory) async throws {
         executor = QueueExecutor(label: "homeward.relay")
@@ -65,6 +67,7 @@ public actor Relay {
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
+        self.node = node
         self.clock = clock
         self.logger = logger
         let stored = try await store.load()
@@ -268,7 +271,7 @@ public actor Relay {
                 try await persist(outcome.changes)
                 registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             case .verified(let username, let valid):
                 guard valid else {
                     usernameFailures.recordFailure(username, now: now)
@@ -281,7 +284,7 @@ public actor Relay {
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             }
         } catch {
             done(.failure(error))
@@ -295,10 +298,15 @@ public actor Relay {
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
-                         reply: SignInReply(user: state.profile(username), token: nil).fields, done: done)
+                         reply: signInReply(username, token: nil), done: done)
         } catch {
             done(.failure(error))
         }
+    }
+
+    /// The `ok` reply to `register`, `login` and `hello`.
+    private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
+        SignInReply(user: state.profile(username), token: token, node: node).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {

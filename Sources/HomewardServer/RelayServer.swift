@@ -48,7 +48,8 @@ public struct RelayServer: Sendable {
         let relay: Relay
         do {
             relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
+                                    limits: config.relayLimits, safety: config.safety, node: config.nodeID,
+                                    logger: logger, metrics: factory)
         } catch {
             await store.close()
             throw error
@@ -100,6 +101,7 @@ public struct RelayServer: Sendable {
         let port = channel.localAddress?.port ?? config.port
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
+            "bus": "\(config.bus)", "node": "\(config.nodeID)",
             "threads": "\(config.eventLoopThreads)",
         ])
         if let ca = tls.devCA {
