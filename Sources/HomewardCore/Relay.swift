@@ -52,6 +52,9 @@ public actor Relay {
     var remoteNodes: [String: (users: Set<String>, heardAt: Int64)] = [:]
     /// Users whose last connection to this relay closed since the last presence digest, and when.
     var recentlyOffline: [String: Int64] = [:]
+    /// Users who got their first connection to this relay since the last presence digest.
+    var recentlyOnline: Set<String> = []
+    var changeDigestQueued = false
     var busStopped = false
 
     private var timer: (any DispatchSourceTimer)?
@@ -177,6 +180,7 @@ public actor Relay {
         case refresh
         case remotePresence(PresenceDigest)
         case presenceTick
+        case presenceChange
         case timerOwnership(Bool)
         case stopBus(CheckedContinuation<Void, Never>)
     }
@@ -267,6 +271,8 @@ public actor Relay {
             heard(digest)
         case .presenceTick:
             presenceTick()
+        case .presenceChange:
+            sendChangeDigest()
         case .timerOwnership(let owns):
             await takeTimers(owns)
         case .stopBus(let continuation):
@@ -307,7 +313,17 @@ public actor Relay {
             await hello(token: token, previous: auth, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
-            await serveSignedIn(request, auth: auth, sink: sink, done: done)
+            await serveSignedIn(request, auth: auth, sink: sink, done: done) { error in
+                // Refused on a cache that another relay's commit has overtaken: once more, from the store.
+                switch error {
+                case .notFound, .forbidden, .conflict, .invalid:
+                    guard await self.cacheIsBehind() else { return false }
+                    await self.reloadFromStore(afterRemoteChange: true)
+                    return true
+                default:
+                    return false
+                }
+            }
         }
     }
 
@@ -400,6 +416,7 @@ public actor Relay {
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
             recentlyOffline[auth.username] = nil
+            presenceChanged(auth.username, online: true)
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete(state.ownerCameBack(auth.username))
         }
@@ -417,6 +434,7 @@ public actor Relay {
         unsavedLastSeen[username] = now
         usersOnline.record(presence.onlineUserCount)
         if busIsShared { recentlyOffline[username] = now }
+        presenceChanged(username, online: false)
         // Still connected to another relay: nobody sees a change.
         guard !presence.isOnlineElsewhere(username) else { return }
         announcePresence(username, online: false, at: now)
@@ -442,7 +460,9 @@ public actor Relay {
 
     // MARK: Signed-in requests
 
-    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
+    /// `retry` decides whether a refused request is served once more (it then reloaded the state).
+    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion,
+                               retry: ((RelayError) async -> Bool)? = nil) async {
         let user = auth.username
         let now = clock()
         do throws(RelayError) {
@@ -491,6 +511,7 @@ public actor Relay {
             done(.success(RelayReply(outcome.reply, auth: authChange)))
             deliverEvents(outcome)
         } catch {
+            if let retry, await retry(error) { return await serveSignedIn(request, auth: auth, sink: sink, done: done) }
             done(.failure(error))
         }
     }

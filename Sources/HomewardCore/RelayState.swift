@@ -30,6 +30,8 @@ public struct RelayState: Sendable {
     var alarmsByRecipient: [String: Set<String>] = [:]
 
     public var safety = SafetySettings()
+    /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
+    public internal(set) var loadedChangeCount: Int64?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -54,6 +56,7 @@ public struct RelayState: Sendable {
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
+        loadedChangeCount = stored.changeCount
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is

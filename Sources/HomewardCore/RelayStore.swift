@@ -9,6 +9,14 @@ public protocol RelayStore: Sendable {
     func apply(_ changes: [StoreChange]) async throws
     func passwordHash(of username: String) async throws -> String?
     func username(forTokenHash hash: String) async throws -> String?
+    /// How many writes other relays must hear of the store has committed so far (it may count one still
+    /// committing), or nil when the store does not count them (one relay alone). A relay whose cache was
+    /// loaded at a smaller count is behind the store.
+    func changeCount() async throws -> Int64?
+}
+
+extension RelayStore {
+    public func changeCount() async throws -> Int64? { nil }
 }
 
 /// What a store hands back at start-up.
@@ -22,6 +30,8 @@ public struct StoredState: Sendable {
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
+    /// The store's `changeCount()` when this was read (nil when it does not count).
+    public var changeCount: Int64?
 
     public init() {}
 }

@@ -94,8 +94,24 @@ public final class PostgresStore: RelayStore {
         try await withConnection("write") { db, logger in
             try await db.withTransaction(logger: logger) { db in
                 for change in changes { try await change.execute(on: db, logger: logger) }
+                // Last, so the count runs ahead of the commit for as short a time as possible.
+                if changes.contains(where: \.concernsOtherRelays) {
+                    try await db.query("SELECT nextval('relay_changes')", logger: logger)
+                }
             }
         }
+    }
+
+    public func changeCount() async throws -> Int64? {
+        try await withConnection("change count") { db, logger in try await Self.changeCount(db, logger: logger) }
+    }
+
+    /// The sequence's last value (0 before the first write), outside any snapshot: sequences are not transactional.
+    static func changeCount(_ db: PostgresConnection, logger: Logger) async throws -> Int64 {
+        var count: Int64 = 0
+        for try await (last, called) in try await db.query("SELECT last_value, is_called FROM relay_changes", logger: logger)
+            .decode((Int64, Bool).self) { count = called ? last : 0 }
+        return count
     }
 
     public func passwordHash(of username: String) async throws -> String? {
