@@ -90,13 +90,14 @@ extension Relay: BusReceiver {
         }
     }
 
-    /// Whether the store has committed changes this cache has not loaded: a request refused on the cache
-    /// may only have been too early for another relay's change notice. One small read; a reload only
-    /// when the cache is really behind, so refused requests cannot make the relay reload at will.
-    func cacheIsBehind() async -> Bool {
+    /// Before a request: when the store has committed changes this cache has not loaded (another
+    /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`
+    /// from one relay at once on another thus finds that relay knowing what it was told. One small read
+    /// per request (the sequence's last value); a reload only when the cache really is behind.
+    func catchUpWithStore() async {
         guard busIsShared, let loaded = state.loadedChangeCount,
-              let current = try? await store.changeCount() else { return false }
-        return current > loaded
+              let current = try? await store.changeCount(), current > loaded else { return }
+        await reloadFromStore(afterRemoteChange: true)
     }
 
     /// A `hello` with a token this cache does not know may carry one another relay just issued.

@@ -283,6 +283,7 @@ public actor Relay {
 
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
+        await catchUpWithStore()
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
@@ -313,17 +314,7 @@ public actor Relay {
             await hello(token: token, previous: auth, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
-            await serveSignedIn(request, auth: auth, sink: sink, done: done) { error in
-                // Refused on a cache that another relay's commit has overtaken: once more, from the store.
-                switch error {
-                case .notFound, .forbidden, .conflict, .invalid:
-                    guard await self.cacheIsBehind() else { return false }
-                    await self.reloadFromStore(afterRemoteChange: true)
-                    return true
-                default:
-                    return false
-                }
-            }
+            await serveSignedIn(request, auth: auth, sink: sink, done: done)
         }
     }
 
@@ -460,9 +451,7 @@ public actor Relay {
 
     // MARK: Signed-in requests
 
-    /// `retry` decides whether a refused request is served once more (it then reloaded the state).
-    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion,
-                               retry: ((RelayError) async -> Bool)? = nil) async {
+    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
         let user = auth.username
         let now = clock()
         do throws(RelayError) {
@@ -511,7 +500,6 @@ public actor Relay {
             done(.success(RelayReply(outcome.reply, auth: authChange)))
             deliverEvents(outcome)
         } catch {
-            if let retry, await retry(error) { return await serveSignedIn(request, auth: auth, sink: sink, done: done) }
             done(.failure(error))
         }
     }
@@ -592,8 +580,9 @@ public actor Relay {
     private func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
-            try await store.apply(changes)
+            let count = try await store.applyCounting(changes)
             if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
             // Already marked unstored: no need to pay another read-back timeout before the interval.

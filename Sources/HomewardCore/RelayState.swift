@@ -64,6 +64,13 @@ public struct RelayState: Sendable {
     /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
     /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
     /// notices are kept as well.
+    /// This relay's own write took change count `count`: when it directly follows the loaded count, no
+    /// other relay wrote in between and the cache is still whole.
+    mutating func noteOwnWrite(_ count: Int64?) {
+        guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
+        loadedChangeCount = count
+    }
+
     public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety

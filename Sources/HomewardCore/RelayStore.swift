@@ -13,10 +13,18 @@ public protocol RelayStore: Sendable {
     /// committing), or nil when the store does not count them (one relay alone). A relay whose cache was
     /// loaded at a smaller count is behind the store.
     func changeCount() async throws -> Int64?
+    /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
+    func applyCounting(_ changes: [StoreChange]) async throws -> Int64?
 }
 
 extension RelayStore {
     public func changeCount() async throws -> Int64? { nil }
+
+    /// `apply`, returning the change count the write itself took (nil when it took none).
+    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+        try await apply(changes)
+        return nil
+    }
 }
 
 /// What a store hands back at start-up.

@@ -88,16 +88,23 @@ public final class PostgresStore: RelayStore {
     }
 
     public func apply(_ changes: [StoreChange]) async throws {
-        guard !changes.isEmpty else { return }
+        _ = try await applyCounting(changes)
+    }
+
+    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+        guard !changes.isEmpty else { return nil }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
-        try await withConnection("write") { db, logger in
-            try await db.withTransaction(logger: logger) { db in
+        return try await withConnection("write") { db, logger in
+            try await db.withTransaction(logger: logger) { db -> Int64? in
                 for change in changes { try await change.execute(on: db, logger: logger) }
                 // Last, so the count runs ahead of the commit for as short a time as possible.
-                if changes.contains(where: \.concernsOtherRelays) {
-                    try await db.query("SELECT nextval('relay_changes')", logger: logger)
+                guard changes.contains(where: \.concernsOtherRelays) else { return nil }
+                var count: Int64?
+                for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
+                    count = value
                 }
+                return count
             }
         }
     }

@@ -90,7 +90,7 @@ final class ClusterEndToEndTests: ClusterTestCase {
     }
 
     /// A client that acts on another client's `ok` at once, on another relay, before that relay has heard
-    /// the change notice: the relay finds its cache behind PostgreSQL and serves the request from the store.
+    /// the change notice: the relay finds its cache behind PostgreSQL and reloads before serving it.
     func testARequestRightAfterAnotherRelaysOkSeesItsChange() async throws {
         let cluster = try await startCluster()
         let a = try await startNode("node-a", of: cluster)
@@ -99,6 +99,8 @@ final class ClusterEndToEndTests: ClusterTestCase {
         for round in 0..<10 {
             let bob = try await b.user("bob")
             try await alice.client.ok("friend.request", ["username": .string(bob.username)])
+            let list = try await bob.client.ok("friend.list")
+            XCTAssertEqual(list["incoming"]?.arrayValue?.first?["username"], .string(alice.username), "round \(round): \(list)")
             let accepted = try await bob.client.request("friend.accept", ["username": .string(alice.username)])
             XCTAssertEqual(accepted["type"], "ok", "round \(round): \(accepted)")
             let start = try await alice.client.ok("session.start", ["invite": [.string(bob.username)]])
