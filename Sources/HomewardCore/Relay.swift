@@ -55,6 +55,11 @@ public actor Relay {
     /// Users who got their first connection to this relay since the last presence digest.
     var recentlyOnline: Set<String> = []
     var changeDigestQueued = false
+    /// While the bus is lost: what each connected user was shown of their backlog (see `busLost`).
+    var backlogShown: [String: [JSONValue]]?
+    /// What `busBack` sent each user, and when (see `alreadyCaughtUp`).
+    var caughtUp: [String: [JSONValue]] = [:]
+    var caughtUpAt: Int64 = 0
     var busStopped = false
 
     private var timer: (any DispatchSourceTimer)?
@@ -176,11 +181,13 @@ public actor Relay {
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
-        /// Another relay committed changes (`Mailbox.remoteNotices`), or the bus was cut off: refresh from the store.
+        /// Other relays committed changes (`Mailbox.remoteNotices`): refresh from the store, then deliver.
         case refresh
         case remotePresence(PresenceDigest)
         case presenceTick
         case presenceChange
+        case busLost
+        case busBack
         case timerOwnership(Bool)
         case stopBus(CheckedContinuation<Void, Never>)
     }
@@ -199,10 +206,10 @@ public actor Relay {
         var refreshQueued = false
     }
 
-    /// Queues a notice (or, with nil, a bare refresh) behind at most one `refresh` command.
-    nonisolated func submitRefresh(_ notice: ChangeNotice?) {
+    /// Queues a notice behind at most one `refresh` command.
+    nonisolated func submitRefresh(_ notice: ChangeNotice) {
         let queue = mailbox.withLock { mailbox in
-            if let notice { mailbox.remoteNotices.append(notice) }
+            mailbox.remoteNotices.append(notice)
             defer { mailbox.refreshQueued = true }
             return !mailbox.refreshQueued
         }
@@ -273,6 +280,10 @@ public actor Relay {
             presenceTick()
         case .presenceChange:
             sendChangeDigest()
+        case .busLost:
+            busLost()
+        case .busBack:
+            await busBack()
         case .timerOwnership(let owns):
             await takeTimers(owns)
         case .stopBus(let continuation):
@@ -402,7 +413,9 @@ public actor Relay {
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
-        for message in state.backlog(for: auth.username) { sink.send(EncodedMessage(message)) }
+        let backlog = state.backlog(for: auth.username)
+        for message in backlog { sink.send(EncodedMessage(message)) }
+        if backlogShown != nil { backlogShown?[auth.username] = backlog }
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
@@ -577,7 +590,7 @@ public actor Relay {
     /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
     /// so the durable part is read back from storage (what is on disk is the truth) while what is not
     /// stored (the safety settings, which owners are offline) is kept.
-    private func persist(_ changes: [StoreChange]) async throws(RelayError) {
+    func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
             let count = try await store.applyCounting(changes)
