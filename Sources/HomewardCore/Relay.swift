@@ -526,6 +526,10 @@ public actor Relay {
             for username in recipients { deliver(message, to: username) }
         }
         if busIsShared { addToNotice(outcome.events) }
+        if backlogShown != nil {
+            // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
+            for event in outcome.events { backlogShown?[event.to, default: []].append(event.message) }
+        }
         alarmsPending.record(state.alarms.count)
         armTimer()
     }
