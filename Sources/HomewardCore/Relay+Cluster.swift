@@ -66,9 +66,10 @@ extension Relay: BusReceiver {
         if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
             bus.updateInterest(adding: interest.added, removing: interest.removed)
         }
-        if noticeNeeded || !notice.events.isEmpty {
+        if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
             if !busStopped { bus.publishChanges(notice) }
             notice.events.removeAll()
+            notice.closeViewers.removeAll()
             noticeNeeded = false
         }
     }
@@ -94,6 +95,7 @@ extension Relay: BusReceiver {
                     if backlogShown != nil { backlogShown?[username, default: []].append(event.message) }
                 }
             }
+            closeViewers(notice.closeViewers)
         }
     }
 
