@@ -65,6 +65,8 @@ public actor Relay {
     var caughtUp: [String: [JSONValue]] = [:]
     var caughtUpAt: Int64 = 0
     var busStopped = false
+    /// When reading the store's change count last failed (see `catchUpWithStore`).
+    var changeCountFailedAt: Int64 = .min / 2
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?

@@ -177,4 +177,46 @@ final class ClusterFaultTests: ClusterTestCase {
         XCTAssertEqual(event["sessionId"], .string(id))
         XCTAssertEqual(event["lastPosition"]?["lat"], 57.1)
     }
+
+    /// PostgreSQL stops under two relays: positions keep crossing them, a request that needs storage gets
+    /// `internal` within seconds, one that needs none is answered, and once PostgreSQL is back requests
+    /// work again and a relay fires the timers, without restarting anything.
+    func testPostgresRestartedUnderTwoRelays() async throws {
+        let server = try await postgres()
+        addTeardownBlock { if !server.isRunning { try? await server.start() } }
+        let cluster = Cluster(location: try server.createDatabase(), nats: try await startNATS())
+        let quick: (inout RelayConfiguration) -> Void = { $0.postgresTimeouts = .init(connect: .seconds(2), query: .seconds(2)) }
+        let a = try await startNode("node-a", of: cluster, quick)
+        let b = try await startNode("node-b", of: cluster, quick)
+        let alice = try await a.user("alice")
+        let bob = try await b.user("bob")
+        try await befriend(alice, bob)
+        let start = try await alice.client.ok("session.start", ["invite": [.string(bob.username)]])
+        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        try await bob.client.event("session.invite")
+        try await bob.client.ok("session.accept", ["sessionId": .string(id)])
+        try await alice.client.event("session.accepted")
+
+        server.stop()
+        try await alice.client.send(["type": "pos", "lat": 58.0, "lon": 11.0])
+        let pos = try await bob.client.event("pos", timeout: 2)
+        XCTAssertEqual(pos["lat"], 58.0, "positions need no storage")
+        let clock = ContinuousClock()
+        let started = clock.now
+        let code = try await alice.client.failure("session.checkin", ["sessionId": .string(id), "checkInBy": .null], timeout: 15)
+        XCTAssertEqual(code, "internal")
+        XCTAssertLessThan(clock.now - started, .seconds(8), "a clear error within seconds, not a hang")
+        let list = try await bob.client.ok("friend.list", timeout: 5)
+        XCTAssertEqual(list["friends"]?.arrayValue?.count, 1, "served from the cache")
+
+        try await server.start()
+        try await eventually(within: 15, "requests to work again") {
+            let reply = try await alice.client.request("session.checkin", ["sessionId": .string(id), "checkInBy": .null], timeout: 10)
+            return reply["type"] == "ok"
+        }
+        try await eventually(within: 10, "a relay to fire the timers again") {
+            let owners = [try await a.running.relay.firesTimers, try await b.running.relay.firesTimers]
+            return owners.filter { $0 }.count == 1
+        }
+    }
 }
