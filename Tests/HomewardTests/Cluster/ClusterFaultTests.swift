@@ -219,4 +219,23 @@ final class ClusterFaultTests: ClusterTestCase {
             return owners.filter { $0 }.count == 1
         }
     }
+
+    /// A relay that stops gracefully hands over at once: its users are offline for the others within a
+    /// second (not after the 3 s silence), and another relay takes the timers.
+    func testAStoppedRelayHandsOverAtOnce() async throws {
+        let cluster = try await startCluster()
+        let a = try await startNode("node-a", of: cluster)
+        try await waitUntilFiringTimers(a)
+        let b = try await startNode("node-b", of: cluster)
+        let alice = try await a.user("alice")
+        let bob = try await b.user("bob")
+        try await befriend(alice, bob)
+        try await eventually(within: 2, "node b to see alice online") { try b.running.relay.presence.isOnline(alice.username) }
+        _ = try await bob.client.eventsAfterRoundTrip("presence")
+
+        await a.shutdown()
+        let offline = try await bob.client.event("presence", timeout: 1, where: { $0["username"] == .string(alice.username) })
+        XCTAssertEqual(offline["online"], false)
+        try await waitUntilFiringTimers(b, within: 3)
+    }
 }
