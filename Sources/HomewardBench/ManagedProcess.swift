@@ -91,6 +91,17 @@ public enum SystemInfo {
         return (user + system) / ticks
     }
 
+    /// CPU time all of `pids` have used together, in seconds; nil if there are none or one is gone.
+    public static func cpuSeconds(_ pids: [Int32]) -> Double? {
+        guard !pids.isEmpty else { return nil }
+        var total = 0.0
+        for pid in pids {
+            guard let seconds = cpuSeconds(pid) else { return nil }
+            total += seconds
+        }
+        return total
+    }
+
     /// Raises this process's open-file limit (children inherit it).
     @discardableResult
     public static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {

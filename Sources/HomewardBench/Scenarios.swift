@@ -40,7 +40,8 @@ public struct FanoutStep: Sendable {
     public var deliveredPerSecond: Double
     public var lost: Int
     public var latency: Latency
-    /// Broker CPU time per delivered position, microseconds (nil when the broker's pid is unknown).
+    /// Broker CPU time per delivered position, microseconds, summed over all its processes (a cluster's
+    /// relays); nil when a pid is unknown.
     public var brokerCPUMicrosPerDelivery: Double?
 
     var json: [String: Any] {
@@ -79,7 +80,7 @@ public enum FanoutScenario {
             // Marks the start of the measured interval for anything watching the log (a profiler, say).
             log("\(driver.name): \(hz) Hz: step started")
             let step = await runStep(rig, hz: hz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
-                                     pid: driver.pid)
+                                     pids: driver.cpuPIDs)
             steps.append(step)
             log("\(driver.name): \(hz) Hz: offered \(Int(step.offeredPerSecond))/s delivered \(Int(step.deliveredPerSecond))/s "
                 + "p50 \(step.latency.p50) ms p99 \(step.latency.p99) ms lost \(step.lost), "
@@ -94,7 +95,7 @@ public enum FanoutScenario {
         var half: FanoutStep?
         if halfHz > 0.1 {
             let step = await runStep(rig, hz: halfHz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
-                                     pid: driver.pid)
+                                     pids: driver.cpuPIDs)
             log("\(driver.name): half saturation \(String(format: "%.1f", halfHz)) Hz: delivered \(Int(step.deliveredPerSecond))/s "
                 + "p99 \(step.latency.p99) ms")
             half = step
@@ -103,9 +104,9 @@ public enum FanoutScenario {
     }
 
     static func runStep(_ rig: FanoutRig, hz: Double, seconds: Double, observers: Int, sink: DeliverySink,
-                        pid: Int32?) async -> FanoutStep {
+                        pids: [Int32]) async -> FanoutStep {
         sink.reset()
-        let cpuBefore = pid.flatMap(SystemInfo.cpuSeconds)
+        let cpuBefore = SystemInfo.cpuSeconds(pids)
         let intervalNanos = Int64(1e9 / hz)
         let interval = TimeAmount.nanoseconds(intervalNanos)
         var tasks: [RepeatedTask] = []
@@ -123,7 +124,7 @@ public enum FanoutScenario {
         for task in tasks { task.cancel() }
         let elapsed = BenchClock.seconds() - started
         let atEnd = sink.snapshot()
-        let cpuAfter = pid.flatMap(SystemInfo.cpuSeconds)
+        let cpuAfter = SystemInfo.cpuSeconds(pids)
         // Let what is in flight arrive before counting losses.
         let drainUntil = BenchClock.seconds() + 3
         while BenchClock.seconds() < drainUntil {
