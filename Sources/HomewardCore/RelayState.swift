@@ -59,13 +59,16 @@ public struct RelayState: Sendable {
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
     /// not stored (the safety settings, which owners are offline and since when, how identifiers are
     /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
-    public func reloaded(from stored: StoredState) -> RelayState {
+    /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
+    /// notices are kept as well.
+    public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
+        if afterRemoteChange { fresh.requestNotices = requestNotices }
         return fresh
     }
 

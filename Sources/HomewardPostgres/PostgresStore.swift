@@ -154,7 +154,7 @@ public final class PostgresStore: RelayStore {
     }
 
     /// The same settings as `configuration`, for the single connection `open` makes.
-    private static func connectionConfiguration(
+    static func connectionConfiguration(
         _ location: PostgresLocation, _ timeouts: Timeouts
     ) throws -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS = switch location.tls {

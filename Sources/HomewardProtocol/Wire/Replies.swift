@@ -10,19 +10,25 @@ public protocol ReplyBody: Sendable {
 public struct SignInReply: ReplyBody, Equatable {
     public var user: UserInfo
     public var token: String?
+    /// The relay node (`--node-id`) this connection is served by; relays before 1.1 send none.
+    public var node: String?
 
-    public init(user: UserInfo, token: String?) {
+    public init(user: UserInfo, token: String?, node: String? = nil) {
         self.user = user
         self.token = token
+        self.node = node
     }
 
     public var fields: [(String, JSONValue)] {
-        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? [])
+        var fields: [(String, JSONValue)] = [("user", user.json)]
+        if let token { fields.append(("token", .string(token))) }
+        if let node { fields.append(("node", .string(node))) }
+        return fields
     }
 
     public init?(json: JSONValue) {
         guard let user = UserInfo(json: json.object("user")) else { return nil }
-        self.init(user: user, token: json.string("token"))
+        self.init(user: user, token: json.string("token"), node: json.string("node"))
     }
 }
 

@@ -77,6 +77,7 @@ final class WireModelTests: XCTestCase {
         let bob = UserInfo(username: "bob", name: "bob")
         try check(SignInReply(user: Self.alice, token: "t0k3n"))
         try check(SignInReply(user: Self.alice, token: nil))
+        try check(SignInReply(user: Self.alice, token: nil, node: "relay-b"))
         try check(FriendshipReply(status: .requested))
         try check(FriendshipReply(status: .friends, user: bob))
         try check(FriendshipReply(status: .withdrawn))
