@@ -36,6 +36,25 @@ async def test_positions_reach_observers_on_other_nodes_in_order(hw, nodes, bala
         assert len(got) == len(sent), f"{observer.label} ({observer.node}) got {len(got)} of {len(sent)} positions"
 
 
+async def test_a_user_registered_on_one_node_can_be_befriended_at_once_from_another(hw, nodes):
+    """On one relay, a friend request to a user whose registration was answered works; so across relays."""
+    asker = await hw.register("askfirst", endpoint=nodes[0])
+    for node in nodes[1:]:
+        newcomer = await hw.register("newcomer", endpoint=node)
+        await hw.befriend(asker, newcomer)
+
+
+async def test_the_first_position_after_accept_reaches_observers_on_other_nodes(hw, nodes, balancer):
+    """On one relay, a position sent after the observer's accept was answered reaches it; so across relays."""
+    walker = await hw.register("first", endpoint=nodes[0])
+    observers = [await hw.register(f"firsto{i}", endpoint=e) for i, e in enumerate([nodes[1], nodes[2], balancer])]
+    await befriend_all(hw, walker, *observers)
+    await walk(hw, walker, *observers)
+    await walker.ok("pos", lat=3.25, lon=4.5)
+    for observer in observers:
+        await wait_for_position(observer, walker, 3.25)
+
+
 async def test_presence_is_right_on_every_node_within_2s(hw, nodes):
     walker = await hw.register("pres", endpoint=nodes[0])
     friends = [await hw.register(f"presf{i}", endpoint=node) for i, node in enumerate(nodes)]

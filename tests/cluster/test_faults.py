@@ -7,8 +7,8 @@ import asyncio
 import time
 
 from cluster import contract
-from conftest import (LOST_CONTACT_GRACE, STORE_TIMEOUT, befriend_all, node_back, node_killed, positions_from,
-                      wait_for_position, walk)
+from conftest import (LOST_CONTACT_GRACE, STORE_TIMEOUT, befriend_all, flowing, node_back, node_killed,
+                      positions_from, wait_for_position, walk)
 
 
 def _others(nodes, node):
@@ -24,6 +24,7 @@ async def test_kill_9_of_the_walkers_relay_mid_walk_loses_nothing_acknowledged(h
     recipient, stranger = await hw.users("killr", "kills")
     await befriend_all(hw, walker, *observers, beside, recipient)
     await walk(hw, walker, *observers, beside)
+    await flowing(walker, *observers, beside)
     await asyncio.gather(recipient.close(), stranger.close())
     for lat in (1.0, 1.1, 1.2):
         await walker.ok("pos", lat=lat, lon=0.0)
@@ -70,9 +71,11 @@ async def test_observers_get_session_lost_once_when_the_walker_stays_away_past_t
     observers = [await hw.register(f"losto{i}", endpoint=n) for i, n in enumerate(_others(nodes, killed))]
     await befriend_all(hw, walker, *observers)
     sid = await walk(hw, walker, *observers)
+    await flowing(walker, *observers)
     await walker.ok("pos", lat=5.0, lon=6.0)
     for observer in observers:
         await wait_for_position(observer, walker, 5.0)
+    await asyncio.sleep(2.0)  # the promise: a walker's last position is right on every relay within 2 s
     killed_at = time.monotonic()
     try:
         await node_killed(cluster, killed)
@@ -116,6 +119,7 @@ async def test_postgresql_restarted_positions_flow_storage_fails_fast_and_recove
     contact = await hw.register("pgc", endpoint=nodes[2])
     await befriend_all(hw, walker, *observers, contact)
     await walk(hw, walker, *observers)
+    await flowing(walker, *observers)
     pids = [n.proc.pid for n in nodes]
     clients_per_node = [walker, *observers]
     try:
@@ -125,13 +129,16 @@ async def test_postgresql_restarted_positions_flow_storage_fails_fast_and_recove
             await walker.ok("pos", lat=lat, lon=0.0)
         for observer in observers:
             await wait_for_position(observer, walker, 7.2)
-        # Requests that need storage get a clear error on every node, in bounded time.
+        # Requests that need storage get a clear error on every node, in bounded time (--store-timeout,
+        # deploy/README.md). Too slow is noted and checked at the end, so that recovery is tested too.
+        slow = []
         for client in clients_per_node:
             started = time.monotonic()
-            reply = await client.request("alarm.contacts", usernames=[contact.username], timeout=STORE_TIMEOUT + 5)
+            reply = await client.request("alarm.contacts", usernames=[contact.username], timeout=STORE_TIMEOUT + 10)
             took = time.monotonic() - started
             assert reply.get("type") == "error" and reply.get("code") == "internal", f"{client.node}: {reply}"
-            assert took <= STORE_TIMEOUT + 2, f"{client.node}: the error took {took:.1f} s"
+            if took > STORE_TIMEOUT + 1:
+                slow.append(f"{client.node}: {took:.1f} s")
         await asyncio.to_thread(cluster.postgres.start)
         # Recovery without restarting the relays.
         for client in clients_per_node:
@@ -148,6 +155,7 @@ async def test_postgresql_restarted_positions_flow_storage_fails_fast_and_recove
             await wait_for_position(observer, walker, 7.3)
         friends = {f["username"] for f in (await walker.ok("friend.list"))["friends"]}
         assert friends == {o.username for o in observers} | {contact.username}
+        assert not slow, f"storage errors took longer than --store-timeout {STORE_TIMEOUT} s + 1 s: {slow}"
     finally:
         if cluster.postgres.proc is None:
             await asyncio.to_thread(cluster.postgres.start)
@@ -160,6 +168,7 @@ async def test_nats_server_restarted_positions_resume_within_2s_and_nothing_dura
     await stranger.close()
     await befriend_all(hw, walker, *observers)
     await walk(hw, walker, *observers)
+    await flowing(walker, *observers)
     try:
         await asyncio.to_thread(cluster.nats.kill)
         # Durable requests during the outage are committed to PostgreSQL.
