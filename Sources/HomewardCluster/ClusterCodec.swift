@@ -38,6 +38,7 @@ enum ClusterCodec {
         JSONWriter.encode(.object([
             ("node", .string(digest.node)),
             ("online", .strings(digest.online)),
+            ("full", .bool(digest.full)),
             ("lastSeen", .object(digest.lastSeen.map { ($0.key, JSONValue.int($0.value)) })),
             ("positions", .object(digest.positions.map { ($0.key, JSONValue.object($0.value.jsonMembers())) })),
         ]))
@@ -49,6 +50,7 @@ enum ClusterCodec {
             throw DecodingError.malformed("a digest without node or online")
         }
         var digest = PresenceDigest(node: node, online: online.compactMap(\.stringValue))
+        if case .bool(let full)? = json["full"] { digest.full = full }
         if case .object(let members)? = json["lastSeen"] {
             for (username, time) in members { if case .int(let ms) = time { digest.lastSeen[username] = ms } }
         }

@@ -90,6 +90,16 @@ extension Relay: BusReceiver {
         }
     }
 
+    /// Before a request: when the store has committed changes this cache has not loaded (another
+    /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`
+    /// from one relay at once on another thus finds that relay knowing what it was told. One small read
+    /// per request (the sequence's last value); a reload only when the cache really is behind.
+    func catchUpWithStore() async {
+        guard busIsShared, let loaded = state.loadedChangeCount,
+              let current = try? await store.changeCount(), current > loaded else { return }
+        await reloadFromStore(afterRemoteChange: true)
+    }
+
     /// A `hello` with a token this cache does not know may carry one another relay just issued.
     func refreshIfUnknown(tokenHash hash: String) async {
         guard busIsShared, !state.knowsToken(hash), (try? await store.username(forTokenHash: hash)) != nil else { return }
@@ -100,7 +110,7 @@ extension Relay: BusReceiver {
     func heard(_ digest: PresenceDigest) {
         let now = clock()
         let known = remoteNodes[digest.node]?.users ?? []
-        let current = Set(digest.online)
+        let current = digest.full ? Set(digest.online) : known.union(digest.online).subtracting(digest.lastSeen.keys)
         for username in current.subtracting(known) where presence.setRemote(username, node: digest.node, connected: true, now: now) {
             announcePresence(username, online: true, at: now)
             state.ownerIsOnlineElsewhere(username)
@@ -121,6 +131,7 @@ extension Relay: BusReceiver {
         guard !busStopped else { return }
         bus.publishPresence(currentDigest())
         recentlyOffline.removeAll()
+        recentlyOnline.removeAll()
         let now = clock()
         for (node, heard) in remoteNodes where now - heard.heardAt > PresenceDigest.expiry {
             // Gone (killed, or cut off): its users are offline as of the last time it spoke.
@@ -130,6 +141,26 @@ extension Relay: BusReceiver {
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.interval))) { [weak self] in
             self?.submit(.presenceTick)
         }
+    }
+
+    /// Someone came or went here: the others hear of it within `PresenceDigest.changeDelay`, not at the next tick.
+    func presenceChanged(_ username: String, online: Bool) {
+        guard busIsShared else { return }
+        if online { recentlyOnline.insert(username) } else { recentlyOnline.remove(username) }
+        guard !changeDigestQueued else { return }
+        changeDigestQueued = true
+        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.changeDelay))) {
+            [weak self] in self?.submit(.presenceChange)
+        }
+    }
+
+    /// Only who came and went since the last digest.
+    func sendChangeDigest() {
+        changeDigestQueued = false
+        guard !busStopped, !recentlyOnline.isEmpty || !recentlyOffline.isEmpty else { return }
+        bus.publishPresence(PresenceDigest(node: node, online: Array(recentlyOnline), full: false, lastSeen: recentlyOffline))
+        recentlyOnline.removeAll()
+        recentlyOffline.removeAll()
     }
 
     func currentDigest() -> PresenceDigest {
@@ -165,7 +196,7 @@ extension Relay: BusReceiver {
 extension StoreChange {
     /// Whether the other relays' caches must reload after this change. Sign-in bookkeeping (last seen,
     /// a token's last use) is not worth a reload everywhere: presence digests carry last-seen times.
-    var concernsOtherRelays: Bool {
+    public var concernsOtherRelays: Bool {
         switch self {
         case .lastSeen, .useToken: false
         default: true

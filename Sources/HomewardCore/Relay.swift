@@ -52,6 +52,9 @@ public actor Relay {
     var remoteNodes: [String: (users: Set<String>, heardAt: Int64)] = [:]
     /// Users whose last connection to this relay closed since the last presence digest, and when.
     var recentlyOffline: [String: Int64] = [:]
+    /// Users who got their first connection to this relay since the last presence digest.
+    var recentlyOnline: Set<String> = []
+    var changeDigestQueued = false
     var busStopped = false
 
     private var timer: (any DispatchSourceTimer)?
@@ -177,6 +180,7 @@ public actor Relay {
         case refresh
         case remotePresence(PresenceDigest)
         case presenceTick
+        case presenceChange
         case timerOwnership(Bool)
         case stopBus(CheckedContinuation<Void, Never>)
     }
@@ -267,6 +271,8 @@ public actor Relay {
             heard(digest)
         case .presenceTick:
             presenceTick()
+        case .presenceChange:
+            sendChangeDigest()
         case .timerOwnership(let owns):
             await takeTimers(owns)
         case .stopBus(let continuation):
@@ -277,6 +283,7 @@ public actor Relay {
 
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
+        await catchUpWithStore()
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
@@ -400,6 +407,7 @@ public actor Relay {
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
             recentlyOffline[auth.username] = nil
+            presenceChanged(auth.username, online: true)
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete(state.ownerCameBack(auth.username))
         }
@@ -417,6 +425,7 @@ public actor Relay {
         unsavedLastSeen[username] = now
         usersOnline.record(presence.onlineUserCount)
         if busIsShared { recentlyOffline[username] = now }
+        presenceChanged(username, online: false)
         // Still connected to another relay: nobody sees a change.
         guard !presence.isOnlineElsewhere(username) else { return }
         announcePresence(username, online: false, at: now)
@@ -571,8 +580,9 @@ public actor Relay {
     private func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
-            try await store.apply(changes)
+            let count = try await store.applyCounting(changes)
             if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
             // Already marked unstored: no need to pay another read-back timeout before the interval.

@@ -56,26 +56,32 @@ public struct ChangeNotice: Sendable, Equatable {
     }
 }
 
-/// One relay's connected users, sent once a second; a relay not heard from for `PresenceDigest.expiry`
-/// counts as gone (its users offline).
+/// One relay's connected users: all of them once a second (`full`), and in between, within
+/// `PresenceDigest.changeDelay` of a change, only who came and went. A relay not heard from for
+/// `PresenceDigest.expiry` counts as gone (its users offline).
 public struct PresenceDigest: Sendable, Equatable {
     public var node: String
-    /// Users with at least one connection to `node`.
+    /// Every user with a connection to `node` (full), or those who got their first since the last digest.
     public var online: [String]
+    public var full = true
     /// Users whose last connection to `node` closed since its previous digest, and when.
     public var lastSeen: [String: Int64]
     /// The last positions of walkers connected to `node` that someone may receive (owners of sessions and alarms).
     public var positions: [String: Position]
 
-    public init(node: String, online: [String] = [], lastSeen: [String: Int64] = [:], positions: [String: Position] = [:]) {
+    public init(node: String, online: [String] = [], full: Bool = true, lastSeen: [String: Int64] = [:],
+                positions: [String: Position] = [:]) {
         self.node = node
         self.online = online
+        self.full = full
         self.lastSeen = lastSeen
         self.positions = positions
     }
 
-    /// How often a relay sends its digest, in milliseconds.
+    /// How often a relay sends its full digest, in milliseconds.
     public static let interval: Int64 = 1000
+    /// How soon after someone comes or goes a relay sends a digest of the change.
+    public static let changeDelay: Int64 = 50
     /// After this long without a digest a relay counts as gone.
     public static let expiry: Int64 = 3000
 }

@@ -30,6 +30,8 @@ public struct RelayState: Sendable {
     var alarmsByRecipient: [String: Set<String>] = [:]
 
     public var safety = SafetySettings()
+    /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
+    public internal(set) var loadedChangeCount: Int64?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -54,6 +56,7 @@ public struct RelayState: Sendable {
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
+        loadedChangeCount = stored.changeCount
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
@@ -61,6 +64,13 @@ public struct RelayState: Sendable {
     /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
     /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
     /// notices are kept as well.
+    /// This relay's own write took change count `count`: when it directly follows the loaded count, no
+    /// other relay wrote in between and the cache is still whole.
+    mutating func noteOwnWrite(_ count: Int64?) {
+        guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
+        loadedChangeCount = count
+    }
+
     public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety

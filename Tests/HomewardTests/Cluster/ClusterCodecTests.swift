@@ -19,6 +19,8 @@ struct ClusterCodecTests {
         let digest = PresenceDigest(node: "node-b", online: ["ann", "bob"], lastSeen: ["carol": 1_763_830_000_123],
                                     positions: ["ann": Position(lat: 57.5, lon: 11.25, acc: 8, ts: 1_763_830_000_000)])
         #expect(try ClusterCodec.decodeDigest(ClusterCodec.encode(digest)) == digest)
+        let change = PresenceDigest(node: "node-b", online: ["dave"], full: false, lastSeen: ["ann": 1_763_830_000_999])
+        #expect(try ClusterCodec.decodeDigest(ClusterCodec.encode(change)) == change)
     }
 
     @Test(arguments: ["", "not json", #"{"events": []}"#, #"{"node": "a", "events": [{"to": ["b"]}]}"#,

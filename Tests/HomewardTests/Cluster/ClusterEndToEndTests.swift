@@ -89,6 +89,28 @@ final class ClusterEndToEndTests: ClusterTestCase {
         XCTAssertEqual(pending["alarm"]?["text"], "help")
     }
 
+    /// A client that acts on another client's `ok` at once, on another relay, before that relay has heard
+    /// the change notice: the relay finds its cache behind PostgreSQL and reloads before serving it.
+    func testARequestRightAfterAnotherRelaysOkSeesItsChange() async throws {
+        let cluster = try await startCluster()
+        let a = try await startNode("node-a", of: cluster)
+        let b = try await startNode("node-b", of: cluster)
+        let alice = try await a.user("alice")
+        for round in 0..<10 {
+            let bob = try await b.user("bob")
+            try await alice.client.ok("friend.request", ["username": .string(bob.username)])
+            let list = try await bob.client.ok("friend.list")
+            XCTAssertEqual(list["incoming"]?.arrayValue?.first?["username"], .string(alice.username), "round \(round): \(list)")
+            let accepted = try await bob.client.request("friend.accept", ["username": .string(alice.username)])
+            XCTAssertEqual(accepted["type"], "ok", "round \(round): \(accepted)")
+            let start = try await alice.client.ok("session.start", ["invite": [.string(bob.username)]])
+            let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+            let joined = try await bob.client.request("session.accept", ["sessionId": .string(id)])
+            XCTAssertEqual(joined["type"], "ok", "round \(round): \(joined)")
+            try await alice.client.ok("session.end", ["sessionId": .string(id)])
+        }
+    }
+
     /// Friends see each other come and go within 2 s, on whichever relays they are.
     func testPresenceIsRightOnEveryRelayWithinTwoSeconds() async throws {
         let cluster = try await startCluster()

@@ -1,5 +1,8 @@
 import Foundation
+import HomewardNATS
 import HomewardProtocol
+import HomewardServer
+import NIOCore
 import XCTest
 
 /// Relays that die and a nats-server that restarts: timers still fire exactly once, positions resume.
@@ -73,5 +76,40 @@ final class ClusterFaultTests: ClusterTestCase {
         // Node b refreshed from PostgreSQL after the reconnect: it knows the check-in made during the outage.
         let sessions = try await bob.client.ok("session.list")
         XCTAssertNotNil(sessions["following"]?.arrayValue?.first?["checkInBy"]?.numberValue, "\(sessions)")
+    }
+
+    /// A nats-server that cannot be reached at start-up stops the relay with a message naming the bus.
+    func testAnUnreachableBusIsAStartupError() async throws {
+        let cluster = try await startCluster()
+        let port = cluster.nats.port
+        cluster.nats.kill()
+        do {
+            let relay = try await startNode("node-a", of: cluster)
+            XCTFail("started without its bus on port \(try relay.port)")
+        } catch let error as RelayStartupError {
+            XCTAssertTrue(error.description.contains("cannot connect to the bus nats://127.0.0.1:\(port)"), error.description)
+        }
+    }
+
+    /// Messages on the relays' subjects that are not what a relay sends are ignored (and logged); the
+    /// relays keep working together.
+    func testMalformedBusMessagesAreIgnored() async throws {
+        let cluster = try await startCluster()
+        let a = try await startNode("node-a", of: cluster)
+        let b = try await startNode("node-b", of: cluster)
+        let intruder = try await NATSClient.connect(urls: [cluster.nats.url])
+        for subject in ["hw.changes", "hw.presence"] {
+            for text in ["", "not json", "[1,2]", #"{"node": 5}"#, #"{"node": "x", "events": [{"to": 1}]}"#, #"{"node": "x", "online": "a"}"#] {
+                try await intruder.publish(subject: subject, payload: ByteBuffer(string: text))
+            }
+        }
+        try await intruder.flush()
+        await intruder.close()
+
+        let alice = try await a.user("alice")
+        let bob = try await b.user("bob")
+        try await befriend(alice, bob)
+        let list = try await bob.client.ok("friend.list")
+        XCTAssertEqual(list["friends"]?.arrayValue?.first?["username"], .string(alice.username))
     }
 }
