@@ -72,6 +72,8 @@ public final class BenchRun: @unchecked Sendable {
                 }
                 let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
                                                 nodes: nodes)
+                driver.helpers = [("nats-server (bus)", readPID("bus")), ("PostgreSQL", readPID("pg/data/postmaster"))]
+                    .compactMap { name, pid in pid.map { (name: name, pid: $0) } }
                 homewards.append(driver)
                 try await driver.waitUntilReady()
                 drivers.append(driver)
@@ -90,8 +92,9 @@ public final class BenchRun: @unchecked Sendable {
 
     private func readPID(_ name: String) -> Int32? {
         guard let directory = peersDirectory,
-              let text = try? String(contentsOfFile: "\(directory)/\(name).pid", encoding: .utf8) else { return nil }
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+              let text = try? String(contentsOfFile: "\(directory)/\(name).pid", encoding: .utf8),
+              let first = text.split(separator: "\n").first else { return nil }  // postmaster.pid: the pid, then more lines
+        return Int32(first.trimmingCharacters(in: .whitespaces))
     }
 
     public func stop() {

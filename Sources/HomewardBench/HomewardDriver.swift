@@ -113,6 +113,15 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     public var port: Int { nodes[0].port }
     public var pid: Int32? { nodes[0].process.pid }
     public var cpuPIDs: [Int32] { nodes.compactMap { $0.process.pid } }
+    /// Processes that help a cluster (its bus and database), named, for the CPU breakdown.
+    var helpers: [(name: String, pid: Int32)] = []
+    public var cpuBreakdown: [(name: String, pids: [Int32])] {
+        guard nodes.count > 1 else { return [] }
+        let relays = nodes.enumerated().map { index, node in
+            (name: index == 0 ? "relay n1 (walkers)" : "relay n\(index + 1)", pids: node.process.pid.map { [$0] } ?? [])
+        }
+        return relays + helpers.map { (name: $0.name, pids: SystemInfo.withChildren($0.pid)) }
+    }
     private let counter = Mutex(0)
     private var idleToken: String?
     static let password = "bench-password-1"
@@ -197,7 +206,22 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     /// Makes `a` and `b` friends.
     func befriend(_ a: (link: HomewardLink, username: String), _ b: (link: HomewardLink, username: String)) async throws {
         try await a.link.request(.friendRequest(username: b.username))
-        try await b.link.request(.friendAccept(username: a.username))
+        try await settled { try await b.link.request(.friendAccept(username: a.username)) }
+    }
+
+    /// Setup across relays: a request about what another relay stored a moment ago may find this relay
+    /// not knowing it yet (not_found, forbidden); asked again for up to 5 s. The measurement is the hot
+    /// path, not this (tests/cluster has the cross-relay timing as tests).
+    @discardableResult
+    func settled(_ request: () async throws -> JSONValue) async throws -> JSONValue {
+        var attempts = nodes.count > 1 ? 50 : 1
+        while true {
+            do { return try await request() } catch let BenchError.failed(message) where message.contains("not_found") || message.contains("forbidden") {
+                attempts -= 1
+                if attempts == 0 { throw BenchError.failed(message) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
     }
 
     /// The relay of a fan-out user: walkers on the first relay, their observers spread over the others
@@ -218,11 +242,13 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
             let walker = users[w * (observers + 1)]
             let followers = (1...max(1, observers)).prefix(observers).map { users[w * (observers + 1) + $0] }
             for follower in followers { try await self.befriend(walker, follower) }
-            let id = try await walker.link.request(.sessionStart(SessionOptions(invite: followers.map(\.username))),
-                                                   as: SessionReply.self).session.id
+            let start = Request.sessionStart(SessionOptions(invite: followers.map(\.username)))
+            guard let id = SessionReply(json: try await self.settled { try await walker.link.request(start) })?.session.id else {
+                throw BenchError.failed("homeward: session.start reply without its session")
+            }
             for follower in followers {
                 follower.link.onPosition = { sink.delivered($0) }
-                try await follower.link.request(.sessionAccept(sessionId: id))
+                try await self.settled { try await follower.link.request(.sessionAccept(sessionId: id)) }
             }
         }
         let publishers: [any Publisher] = (0..<walkers).map { HomewardWalker(link: users[$0 * (observers + 1)].link, index: $0) }

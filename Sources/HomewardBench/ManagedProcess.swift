@@ -102,6 +102,18 @@ public enum SystemInfo {
         return total
     }
 
+    /// `pid` and its children (PostgreSQL's postmaster and its backends).
+    public static func withChildren(_ pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let children = entries.compactMap(Int32.init).filter { child in
+            guard let text = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                  let close = text.lastIndex(of: ")") else { return false }
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid  // state, then the parent's pid
+        }
+        return [pid] + children
+    }
+
     /// Raises this process's open-file limit (children inherit it).
     @discardableResult
     public static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {
