@@ -121,7 +121,8 @@ async def test_postgresql_restarted_positions_flow_storage_fails_fast_and_recove
     await walk(hw, walker, *observers)
     await flowing(walker, *observers)
     pids = [n.proc.pid for n in nodes]
-    clients_per_node = [walker, *observers]
+    # One client per relay, each with a friend to name as its alarm contact (a write that needs storage).
+    writes = [(walker, contact.username), *[(o, walker.username) for o in observers]]
     try:
         await asyncio.to_thread(cluster.postgres.stop)
         # Positions keep flowing while the database is down.
@@ -132,19 +133,19 @@ async def test_postgresql_restarted_positions_flow_storage_fails_fast_and_recove
         # Requests that need storage get a clear error on every node, in bounded time (--store-timeout,
         # deploy/README.md). Too slow is noted and checked at the end, so that recovery is tested too.
         slow = []
-        for client in clients_per_node:
+        for client, friend in writes:
             started = time.monotonic()
-            reply = await client.request("alarm.contacts", usernames=[contact.username], timeout=STORE_TIMEOUT + 10)
+            reply = await client.request("alarm.contacts", usernames=[friend], timeout=STORE_TIMEOUT + 10)
             took = time.monotonic() - started
             assert reply.get("type") == "error" and reply.get("code") == "internal", f"{client.node}: {reply}"
             if took > STORE_TIMEOUT + 1:
                 slow.append(f"{client.node}: {took:.1f} s")
         await asyncio.to_thread(cluster.postgres.start)
         # Recovery without restarting the relays.
-        for client in clients_per_node:
+        for client, friend in writes:
             deadline = time.monotonic() + 30
             while True:
-                reply = await client.request("alarm.contacts", usernames=[contact.username])
+                reply = await client.request("alarm.contacts", usernames=[friend])
                 if reply.get("type") == "ok" or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.5)  # the relay's own reconnect backoff decides; poll it
