@@ -74,6 +74,7 @@ public final class NATSBus: RelayBus {
                     switch event {
                     case .disconnected:
                         logger.warning("lost the bus; positions from other relays pause until it is back")
+                        receiver.busDisconnected()
                     case .reconnected:
                         // Notices sent while this relay was away are lost: PostgreSQL has what they said.
                         logger.notice("bus is back; refreshing from the store")

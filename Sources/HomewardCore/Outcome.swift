@@ -9,6 +9,8 @@ public struct Outcome: Sendable {
     public var changes: [StoreChange] = []
     /// Users whose set of position recipients may have changed.
     public var audienceChanged: Set<String> = []
+    /// Share-link viewers (`ShareLink.viewerKey`) to close with 1000 once the events are sent.
+    public var closeViewers: [String] = []
 
     public init() {}
 

@@ -27,8 +27,12 @@ extension Relay: BusReceiver {
         submit(.remotePresence(digest))
     }
 
+    public nonisolated func busDisconnected() {
+        submit(.busLost)
+    }
+
     public nonisolated func busReconnected() {
-        submitRefresh(nil)
+        submit(.busBack)
     }
 
     /// Whether this relay fires the timers now (for tests and logs).
@@ -85,10 +89,52 @@ extension Relay: BusReceiver {
         for notice in notices {
             for event in notice.events {
                 let message = EncodedMessage(event.message)
-                for username in event.recipients { deliver(message, to: username) }
+                for username in event.recipients where !alreadyCaughtUp(username, with: event.message) {
+                    deliver(message, to: username)
+                    if backlogShown != nil { backlogShown?[username, default: []].append(event.message) }
+                }
             }
         }
     }
+
+    /// Remembers what each connected user has been shown of their backlog (pending requests, invites,
+    /// alarms), to tell them what they missed once the bus is back.
+    func busLost() {
+        guard backlogShown == nil else { return }
+        backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+    }
+
+    /// The bus is back, the change notices sent meanwhile are lost: reloads from PostgreSQL, and sends each
+    /// connected user what is pending for them now and was not before (an alarm raised on another relay
+    /// meanwhile), as their next sign-in would.
+    func busBack() async {
+        let shown = backlogShown ?? [:]
+        backlogShown = nil
+        caughtUp = [:]
+        caughtUpAt = clock()
+        await reloadFromStore(afterRemoteChange: true)
+        let now = clock()
+        var delivered: [StoreChange] = []
+        for username in presence.localUsers() {
+            let missed = state.backlog(for: username).filter { message in !(shown[username] ?? []).contains(message) }
+            guard !missed.isEmpty else { continue }
+            for message in missed { deliver(EncodedMessage(message), to: username) }
+            caughtUp[username, default: []] += missed
+            delivered += state.markAlarmsDelivered(to: username, now: now)
+        }
+        if !delivered.isEmpty { try? await persist(delivered) }
+    }
+
+    /// Whether `busBack` already sent `message` to `username`: a notice published during the outage may be
+    /// replayed by its relay's NATS client after the reconnect, and must not show the same event twice.
+    func alreadyCaughtUp(_ username: String, with message: JSONValue) -> Bool {
+        guard clock() - caughtUpAt < Self.replayWindow, let index = caughtUp[username]?.firstIndex(of: message) else { return false }
+        caughtUp[username]?.remove(at: index)
+        return true
+    }
+
+    /// How long after a reconnect replayed notices are expected.
+    static let replayWindow: Int64 = 10_000
 
     /// Before a request: when the store has committed changes this cache has not loaded (another
     /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`

@@ -34,6 +34,8 @@ public actor Relay {
     private let hashing: PasswordHashingPool
     nonisolated let clock: @Sendable () -> Int64
     let logger: Logger
+    /// Sent in the `ok` of every sign-in (protocol 1.1 `features`), as the relay configuration lists them.
+    private let features: [String]
 
     private nonisolated let mailbox = Mutex(Mailbox())
     var state: RelayState
@@ -41,6 +43,8 @@ public actor Relay {
     private var addressFailures: LoginThrottle
     /// Accounts created per client address (counted like failed logins: a sliding window).
     private var registrations: LoginThrottle
+    /// Failed `watch` attempts per client address.
+    private var watchFailures: LoginThrottle
 
     /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
     /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
@@ -55,6 +59,11 @@ public actor Relay {
     /// Users who got their first connection to this relay since the last presence digest.
     var recentlyOnline: Set<String> = []
     var changeDigestQueued = false
+    /// While the bus is lost: what each connected user was shown of their backlog (see `busLost`).
+    var backlogShown: [String: [JSONValue]]?
+    /// What `busBack` sent each user, and when (see `alreadyCaughtUp`).
+    var caughtUp: [String: [JSONValue]] = [:]
+    var caughtUpAt: Int64 = 0
     var busStopped = false
 
     private var timer: (any DispatchSourceTimer)?
@@ -74,8 +83,8 @@ public actor Relay {
     private let usersOnline: Gauge
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
-                safety: SafetySettings = SafetySettings(), node: String = "local",
-                bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
+                safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
+                node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory) async throws {
         executor = QueueExecutor(label: "homeward.relay")
@@ -94,15 +103,18 @@ public actor Relay {
         self.notice = ChangeNotice(node: node)
         self.clock = clock
         self.logger = logger
+        self.features = features
         let stored = try await store.load()
         var state = RelayState(stored)
         state.safety = safety
+        state.shareSettings = shares
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
         self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
+        self.watchFailures = LoginThrottle(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
@@ -118,6 +130,12 @@ public actor Relay {
 
     /// The safety timings in force (they survive storage failures; see `persist`).
     public var safety: SafetySettings { state.safety }
+
+    /// Where share-link URLs point. Set by the server once it knows the port it listens on (before that,
+    /// the configured or default base): with port 0 the port is only known after binding.
+    public func setSharePublicURL(_ url: String) {
+        state.shareSettings.publicURL = url
+    }
 
     // MARK: Entry points, callable from any thread
 
@@ -148,7 +166,7 @@ public actor Relay {
         return fanout.sinks.count
     }
 
-    /// Forgets a closed connection.
+    /// Forgets a closed connection: a user's, or a share-link viewer's (`ShareLink.viewerKey`).
     public nonisolated func disconnect(_ username: String, sink: any ClientSink) {
         submit(.disconnect(username, sink))
     }
@@ -176,11 +194,13 @@ public actor Relay {
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
-        /// Another relay committed changes (`Mailbox.remoteNotices`), or the bus was cut off: refresh from the store.
+        /// Other relays committed changes (`Mailbox.remoteNotices`): refresh from the store, then deliver.
         case refresh
         case remotePresence(PresenceDigest)
         case presenceTick
         case presenceChange
+        case busLost
+        case busBack
         case timerOwnership(Bool)
         case stopBus(CheckedContinuation<Void, Never>)
     }
@@ -199,10 +219,10 @@ public actor Relay {
         var refreshQueued = false
     }
 
-    /// Queues a notice (or, with nil, a bare refresh) behind at most one `refresh` command.
-    nonisolated func submitRefresh(_ notice: ChangeNotice?) {
+    /// Queues a notice behind at most one `refresh` command.
+    nonisolated func submitRefresh(_ notice: ChangeNotice) {
         let queue = mailbox.withLock { mailbox in
-            if let notice { mailbox.remoteNotices.append(notice) }
+            mailbox.remoteNotices.append(notice)
             defer { mailbox.refreshQueued = true }
             return !mailbox.refreshQueued
         }
@@ -273,6 +293,10 @@ public actor Relay {
             presenceTick()
         case .presenceChange:
             sendChangeDigest()
+        case .busLost:
+            busLost()
+        case .busBack:
+            await busBack()
         case .timerOwnership(let owns):
             await takeTimers(owns)
         case .stopBus(let continuation):
@@ -312,6 +336,9 @@ public actor Relay {
             }
         case .hello(let token):
             await hello(token: token, previous: auth, sink: sink, done: done)
+        case .watch(let token):
+            guard auth == nil else { return done(.failure(.forbidden("a signed-in connection cannot watch; open another"))) }
+            watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             await serveSignedIn(request, auth: auth, sink: sink, done: done)
@@ -380,7 +407,7 @@ public actor Relay {
 
     /// The `ok` reply to `register`, `login` and `hello`.
     private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
-        SignInReply(user: state.profile(username), token: token, node: node).fields
+        SignInReply(user: state.profile(username), token: token, features: features, node: node).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {
@@ -402,7 +429,9 @@ public actor Relay {
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
-        for message in state.backlog(for: auth.username) { sink.send(EncodedMessage(message)) }
+        let backlog = state.backlog(for: auth.username)
+        for message in backlog { sink.send(EncodedMessage(message)) }
+        if backlogShown != nil { backlogShown?[auth.username] = backlog }
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
@@ -414,7 +443,34 @@ public actor Relay {
         usersOnline.record(presence.onlineUserCount)
     }
 
+    /// A share link's viewer (protocol 1.1): checks the token, attaches the connection under the link's
+    /// viewer key (so the owner's positions reach it by the usual fan-out), replies, then sends what is
+    /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
+    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) {
+        let now = clock()
+        guard !watchFailures.isBlocked(peer, now: now) else {
+            return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
+        }
+        do throws(RelayError) {
+            let (share, reply) = try state.watch(tokenHash: Token.hash(token), now: now, presence: presence)
+            // A valid token: not a failure to count, even when there is no room.
+            guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
+                return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
+            }
+            presence.attachViewer(share.viewerKey, sink)
+            done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
+            for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
+        } catch {
+            watchFailures.recordFailure(peer, now: now)
+            done(.failure(error))
+        }
+    }
+
     func detach(_ username: String, _ sink: any ClientSink) {
+        if ShareLink.isViewerKey(username) {
+            presence.detachViewer(username, sink)
+            return
+        }
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
         if unsavedLastSeen.isEmpty {
@@ -490,7 +546,10 @@ public actor Relay {
                 if !outcome.changes.isEmpty { alarmsAcknowledged.increment() }
             case .alarmCancel(let id, let reason): outcome = try state.cancelAlarm(user, id, reason: reason, now: now)
             case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
-            case .register, .login, .hello, .position, .ping:
+            case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
+            case .shareList: outcome = state.listShares(user, now: now)
+            case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
+            case .register, .login, .hello, .position, .ping, .watch:
                 throw .invalid("not served here")
             }
             try await persist(outcome.changes)
@@ -513,6 +572,14 @@ public actor Relay {
             for username in recipients { deliver(message, to: username) }
         }
         if busIsShared { addToNotice(outcome.events) }
+        if backlogShown != nil {
+            // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
+            for event in outcome.events { backlogShown?[event.to, default: []].append(event.message) }
+        }
+        // After their `session.ended`: a sink keeps the order of calls, so the event goes out first.
+        for viewerKey in outcome.closeViewers {
+            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
+        }
         alarmsPending.record(state.alarms.count)
         armTimer()
     }
@@ -577,7 +644,7 @@ public actor Relay {
     /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
     /// so the durable part is read back from storage (what is on disk is the truth) while what is not
     /// stored (the safety settings, which owners are offline) is kept.
-    private func persist(_ changes: [StoreChange]) async throws(RelayError) {
+    func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
             let count = try await store.applyCounting(changes)

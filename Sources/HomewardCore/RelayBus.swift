@@ -30,7 +30,9 @@ public protocol BusReceiver: AnyObject, Sendable {
     func remotePosition(_ message: EncodedMessage, of walker: String)
     func remoteChanges(_ notice: ChangeNotice)
     func remotePresence(_ digest: PresenceDigest)
-    /// The connection to the bus was lost and is back: messages may have been missed.
+    /// The connection to the bus was lost: messages sent meanwhile will be missed.
+    func busDisconnected()
+    /// The connection to the bus is back: refresh from the store what was missed.
     func busReconnected()
 }
 

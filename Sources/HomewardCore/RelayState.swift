@@ -28,8 +28,14 @@ public struct RelayState: Sendable {
     public internal(set) var alarms: [String: Alarm] = [:]
     var alarmsByOwner: [String: Set<String>] = [:]
     var alarmsByRecipient: [String: Set<String>] = [:]
+    /// Live share links by id, by their token's hash and by session.
+    var shares: [String: ShareLink] = [:]
+    var sharesByHash: [String: String] = [:]
+    var sharesBySession: [String: Set<String>] = [:]
 
     public var safety = SafetySettings()
+    /// Share-link lifetimes and the viewer page's address (configuration, not stored).
+    public var shareSettings = ShareSettings()
     /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
     public internal(set) var loadedChangeCount: Int64?
     /// Owners of active sessions without a connection, and since when (not stored: after a
@@ -56,14 +62,13 @@ public struct RelayState: Sendable {
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
+        // A link outlives nothing: one whose session is gone is not indexed (ending a session removes
+        // its links in the same transaction, so there should be none). Expired ones are indexed so that
+        // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.
+        for share in stored.shares where sessions[share.sessionId] != nil { index(share) }
         loadedChangeCount = stored.changeCount
     }
 
-    /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
-    /// not stored (the safety settings, which owners are offline and since when, how identifiers are
-    /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
-    /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
-    /// notices are kept as well.
     /// This relay's own write took change count `count`: when it directly follows the loaded count, no
     /// other relay wrote in between and the cache is still whole.
     mutating func noteOwnWrite(_ count: Int64?) {
@@ -71,9 +76,15 @@ public struct RelayState: Sendable {
         loadedChangeCount = count
     }
 
+    /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
+    /// not stored (the safety settings, which owners are offline and since when, how identifiers are
+    /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
+    /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
+    /// notices are kept as well.
     public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
+        fresh.shareSettings = shareSettings
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
@@ -105,6 +116,7 @@ public struct RelayState: Sendable {
         var audience = Set<String>()
         if let id = sessionByOwner[username], let session = sessions[id] {
             audience.formUnion(session.observers)
+            audience.formUnion(viewerKeys(ofSession: id))
         }
         for id in alarmsByOwner[username] ?? [] {
             if let alarm = alarms[id] { audience.formUnion(alarm.recipients) }

@@ -38,6 +38,8 @@ public struct StoredState: Sendable {
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
+    /// Share links not removed yet (some may have expired while the relay was down).
+    public var shares: [ShareLink] = []
     /// The store's `changeCount()` when this was read (nil when it does not count).
     public var changeCount: Int64?
 

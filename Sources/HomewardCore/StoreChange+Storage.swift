@@ -18,6 +18,8 @@ extension StoreChange {
         case let .endSession(id, _, _), let .endAlarm(id, _, _): [id]
         case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
         case let .lastSeen(username, _): [username]
+        case let .saveShare(share): [share.id, share.sessionId, share.owner, share.tokenHash]
+        case let .removeShare(id): [id]
         }
     }
 

@@ -19,4 +19,8 @@ public enum StoreChange: Sendable, Equatable {
     case saveAlarm(Alarm)
     case endAlarm(id: String, reason: String, at: Int64)
     case lastSeen(username: String, at: Int64)
+    /// A new share link (its token's hash only).
+    case saveShare(ShareLink)
+    /// A share link ended: revoked, expired, or its session ended.
+    case removeShare(id: String)
 }

@@ -140,6 +140,20 @@ enum PostgresSchema {
             """,
             "CREATE INDEX alarm_recipients_by_username ON alarm_recipients(username)",
         ]),
+        // Protocol 1.1 share links (SQLite's v5-shares): only the SHA-256 of each token is kept.
+        Migration(version: "v2-shares", statements: [
+            """
+            CREATE TABLE shares (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                owner TEXT COLLATE "C" NOT NULL,
+                token_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+                created_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX shares_by_session ON shares(session_id)",
+        ]),
     ]
 
     /// Counts the writes other relays must hear of (`PostgresStore.changeCount`). A sequence, not a row: it

@@ -71,6 +71,15 @@ extension StoreChange {
 
         case let .lastSeen(username, at):
             try await run("UPDATE users SET last_seen = \(at) WHERE username = \(username)")
+
+        case let .saveShare(share):
+            try await run("""
+                INSERT INTO shares (id, session_id, owner, token_hash, created_at, expires_at)
+                VALUES (\(share.id), \(share.sessionId), \(share.owner), \(share.tokenHash), \(share.createdAt), \(share.expiresAt))
+                """)
+
+        case let .removeShare(id):
+            try await run("DELETE FROM shares WHERE id = \(id)")
         }
     }
 

@@ -43,6 +43,11 @@ extension StoredState {
 
         sessions = try await Self.activeSessions(rows)
         alarms = try await Self.activeAlarms(rows)
+        for try await (id, sessionId, owner, hash, created, expires) in try await rows(
+            "SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares ORDER BY created_at, id"
+        ).decode((String, String, String, String, Int64, Int64).self) {
+            shares.append(ShareLink(id: id, sessionId: sessionId, owner: owner, tokenHash: hash, createdAt: created, expiresAt: expires))
+        }
     }
 
     private static func text(_ bytes: Data) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -12,6 +12,7 @@ public enum MessageTypes {
         "pos",
         "alarm.raise", "alarm.ack", "alarm.cancel", "alarm.contacts",
         "ping",
+        "share.create", "share.list", "share.revoke", "watch",
     ]
 
     /// What the relay sends: replies and events.
@@ -21,5 +22,6 @@ public enum MessageTypes {
         "session.invite", "session.accepted", "session.declined", "session.left", "session.ended",
         "session.lost", "session.resumed",
         "alarm", "alarm.acked", "alarm.cancelled",
+        "alarm.acknowledged",
     ]
 }

@@ -51,8 +51,9 @@ public struct RelayServer: Sendable {
         let relay: Relay
         do {
             relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, node: config.nodeID,
-                                    bus: bus, ownsTimers: !bus.isShared, logger: logger, metrics: factory)
+                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
+                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
+                                    logger: logger, metrics: factory)
             try await relay.startBus()
         } catch {
             await bus.stop()
@@ -106,6 +107,7 @@ public struct RelayServer: Sendable {
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
         let port = channel.localAddress?.port ?? config.port
+        await relay.setSharePublicURL(config.sharePublicURL(port: port))
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
             "bus": "\(config.bus)", "node": "\(config.nodeID)",

@@ -40,6 +40,12 @@ extension StoredState {
 
         sessions = try Self.activeSessions(db)
         alarms = try Self.activeAlarms(db)
+        for row in try Row.fetchAll(
+            db, sql: "SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares ORDER BY created_at, id")
+        {
+            shares.append(ShareLink(id: row["id"], sessionId: row["session_id"], owner: row["owner"], tokenHash: row["token_hash"],
+                                    createdAt: row["created_at"], expiresAt: row["expires_at"]))
+        }
     }
 
     private static func activeSessions(_ db: Database) throws -> [FollowSession] {

@@ -31,6 +31,10 @@ extension Request {
         case .alarmCancel: return "alarm.cancel"
         case .alarmContacts: return "alarm.contacts"
         case .ping: return "ping"
+        case .shareCreate: return "share.create"
+        case .shareList: return "share.list"
+        case .shareRevoke: return "share.revoke"
+        case .watch: return "watch"
         }
     }
 
@@ -49,7 +53,7 @@ extension Request {
             add("username", .string(username))
             add("password", .string(password))
         case .hello(let token): add("token", .string(token))
-        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks: break
+        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList: break
         case .logoutAll: add("all", .bool(true))
         case .authRevoke(let id): add("tokenId", .string(id))
         case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
@@ -82,6 +86,11 @@ extension Request {
             add("alarmId", .string(id))
             add("reason", reason.map(JSONValue.string))
         case .alarmContacts(let usernames): add("usernames", usernames.map(JSONValue.strings))
+        case .shareCreate(let id, let ttl):
+            add("sessionId", .string(id))
+            add("ttl", ttl.map(JSONValue.int))
+        case .shareRevoke(let id): add("shareId", .string(id))
+        case .watch(let token): add("token", .string(token))
         }
         return fields
     }

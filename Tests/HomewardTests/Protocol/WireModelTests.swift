@@ -32,6 +32,8 @@ final class WireModelTests: XCTestCase {
         .alarmAck(alarmId: "a_1"), .alarmCancel(alarmId: "a_1", reason: "false alarm"),
         .alarmContacts(usernames: ["bob", "carol"]),
         .ping,
+        .shareCreate(sessionId: "s_1", ttl: 3600), .shareCreate(sessionId: "s_1", ttl: nil), .shareList,
+        .shareRevoke(shareId: "sh_1"), .watch(token: "t0k3n"),
     ]
 
     static let events: [Event] = [
@@ -43,6 +45,7 @@ final class WireModelTests: XCTestCase {
         .sessionLost(sessionId: "s_1", lastPosition: here, since: now), .sessionResumed(sessionId: "s_1"),
         .alarm(alarm, repeat: nil), .alarm(alarm, repeat: 3),
         .alarmAcked(alarmId: "a_1", by: "bob"), .alarmCancelled(alarmId: "a_1", reason: "false alarm"),
+        .alarmAcknowledged(alarmId: "a_1", by: "bob"),
     ]
 
     /// Through bytes, as on the wire.
@@ -77,6 +80,16 @@ final class WireModelTests: XCTestCase {
         let bob = UserInfo(username: "bob", name: "bob")
         try check(SignInReply(user: Self.alice, token: "t0k3n"))
         try check(SignInReply(user: Self.alice, token: nil))
+        try check(SignInReply(user: Self.alice, token: "t0k3n", features: ["share"]))
+        let share = ShareInfo(id: "sh_1", sessionId: "s_1", createdAt: Self.now, expiresAt: Self.now + 7_200_000, token: "t0k3n",
+                              url: "https://relay.example/f#t0k3n")
+        try check(ShareCreateReply(share: share))
+        try check(ShareListReply(shares: [ShareInfo(id: "sh_1", sessionId: "s_1", createdAt: Self.now, expiresAt: Self.now + 60_000)]))
+        let watched = WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 60_000,
+                                     destination: Destination(lat: 57.706, lon: 11.97, radius: 50), checkInBy: Self.now + 30_000)
+        try check(WatchReply(session: watched, lastPosition: Self.here))
+        try check(WatchReply(session: WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 1),
+                             lastPosition: nil))
         try check(SignInReply(user: Self.alice, token: nil, node: "relay-b"))
         try check(FriendshipReply(status: .requested))
         try check(FriendshipReply(status: .friends, user: bob))
