@@ -46,6 +46,8 @@ public struct RelayState: Sendable {
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
+    /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
+    public internal(set) var loadedChangeCount: Int64?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -78,12 +80,22 @@ public struct RelayState: Sendable {
         for pause in stored.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
         for meeting in stored.meetings { index(meeting) }
         for message in stored.messages { index(message) }
+        loadedChangeCount = stored.changeCount
+    }
+
+    /// This relay's own write took change count `count`: when it directly follows the loaded count, no
+    /// other relay wrote in between and the cache is still whole.
+    mutating func noteOwnWrite(_ count: Int64?) {
+        guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
+        loadedChangeCount = count
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
     /// not stored (the safety settings, which owners are offline and since when, how identifiers are
     /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
-    public func reloaded(from stored: StoredState) -> RelayState {
+    /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
+    /// notices are kept as well.
+    public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
         fresh.shareSettings = shareSettings
@@ -92,6 +104,7 @@ public struct RelayState: Sendable {
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
         fresh.messageSends = messageSends
+        if afterRemoteChange { fresh.requestNotices = requestNotices }
         return fresh
     }
 
