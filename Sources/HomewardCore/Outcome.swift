@@ -9,6 +9,8 @@ public struct Outcome: Sendable {
     public var changes: [StoreChange] = []
     /// Users whose set of position recipients may have changed.
     public var audienceChanged: Set<String> = []
+    /// Alarms this operation raised (for the operator webhook, which hears of every one, recipients or not).
+    public var raisedAlarms: [String] = []
 
     public init() {}
 

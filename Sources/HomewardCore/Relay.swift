@@ -47,6 +47,11 @@ public actor Relay {
     private var lastReadBack: Int64 = 0
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
+    /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
+    private let push: PushSettings
+    private let planner: PushPlanner
+    private let features: RelayFeatures
+
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
     private let alarmsPending: Gauge
@@ -55,13 +60,17 @@ public actor Relay {
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(),
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
-                metrics: any MetricsFactory = MetricsSystem.factory) async throws {
+                metrics: any MetricsFactory = MetricsSystem.factory,
+                push: PushSettings = PushSettings(), features: RelayFeatures = RelayFeatures()) async throws {
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         self.store = store
+        self.push = push
+        self.planner = PushPlanner(settings: push)
+        self.features = features
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
@@ -129,6 +138,11 @@ public actor Relay {
         await withCheckedContinuation { submit(.fireDue(then: $0)) }
     }
 
+    /// Forgets a push subscription the push service no longer knows (it answered 404 or 410).
+    public nonisolated func removePushSubscription(_ id: String) {
+        submit(.removePushSubscription(id))
+    }
+
     /// Waits until every operation submitted so far has finished, and stores pending last-seen times.
     public nonisolated func drain() async {
         await withCheckedContinuation { submit(.drain($0)) }
@@ -142,6 +156,9 @@ public actor Relay {
         /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
         case disconnect(String, any ClientSink)
+        /// A `push.subscribe` whose endpoint and keys were checked off the queue; stored in turn.
+        case pushChecked(Request.PushSubscribe, username: String, done: Completion)
+        case removePushSubscription(String)
         case arrive(String)
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
@@ -189,6 +206,12 @@ public actor Relay {
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
         case .disconnect(let username, let sink):
             detach(username, sink)
+        case .pushChecked(let subscription, let username, let done):
+            guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
+            await subscribePush(subscription, username: username, done: done)
+        case .removePushSubscription(let id):
+            guard await stateIsStored() else { return }
+            await complete(state.removePushSubscription(id))
         case .arrive(let session):
             // Lost during an outage: the walker's next position inside the destination arrives again.
             guard await stateIsStored() else { return }
@@ -236,6 +259,19 @@ public actor Relay {
             }
         case .hello(let token):
             await hello(token: token, previous: auth, sink: sink, done: done)
+        case .pushSubscribe(let subscription):
+            guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
+            // The endpoint check may resolve a host name: done off the queue, like password hashing,
+            // so no other operation waits for DNS; the subscription is stored when it comes back.
+            let check = push.checkSubscription
+            Task {
+                do throws(RelayError) {
+                    try await check(subscription.endpoint, subscription.p256dh, subscription.auth)
+                    self.submit(.pushChecked(subscription, username: auth.username, done: done))
+                } catch {
+                    done(.failure(error))
+                }
+            }
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             await serveSignedIn(request, auth: auth, sink: sink, done: done)
@@ -268,7 +304,7 @@ public actor Relay {
                 try await persist(outcome.changes)
                 registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             case .verified(let username, let valid):
                 guard valid else {
                     usernameFailures.recordFailure(username, now: now)
@@ -281,7 +317,7 @@ public actor Relay {
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             }
         } catch {
             done(.failure(error))
@@ -295,10 +331,15 @@ public actor Relay {
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
-                         reply: SignInReply(user: state.profile(username), token: nil).fields, done: done)
+                         reply: signInReply(username, token: nil), done: done)
         } catch {
             done(.failure(error))
         }
+    }
+
+    private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
+        SignInReply(user: state.profile(username), token: token, features: features.names,
+                    vapidPublicKey: features.vapidPublicKey).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {
@@ -402,10 +443,12 @@ public actor Relay {
                 if !outcome.changes.isEmpty { alarmsAcknowledged.increment() }
             case .alarmCancel(let id, let reason): outcome = try state.cancelAlarm(user, id, reason: reason, now: now)
             case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
-            case .register, .login, .hello, .position, .ping:
+            case .pushUnsubscribe(let id): outcome = try state.unsubscribePush(user, id)
+            case .pushList: outcome = state.listPush(user)
+            case .register, .login, .hello, .position, .ping, .pushSubscribe:
                 throw .invalid("not served here")
             }
-            try await persist(outcome.changes)
+            try await persistWithPushes(&outcome, now: now)
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
@@ -416,7 +459,26 @@ public actor Relay {
         }
     }
 
+    private func subscribePush(_ subscription: Request.PushSubscribe, username: String, done: @escaping Completion) async {
+        do throws(RelayError) {
+            let outcome = try state.subscribePush(username, subscription, limit: push.maxSubscriptionsPerUser, now: clock())
+            try await persist(outcome.changes)
+            done(.success(RelayReply(outcome.reply, auth: .unchanged)))
+        } catch {
+            done(.failure(error))
+        }
+    }
+
     // MARK: Delivery
+
+    /// Stores an outcome together with the pushes and webhook calls it causes (one transaction), then
+    /// wakes the delivery worker.
+    private func persistWithPushes(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
+        let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
+        outcome.changes += pushes
+        try await persist(outcome.changes)
+        if !pushes.isEmpty { push.outboxChanged() }
+    }
 
     /// Sends an outcome's events, each encoded once for all its recipients; audience changes must
     /// already be applied.
@@ -443,8 +505,9 @@ public actor Relay {
     /// Persists and publishes an outcome that no request is waiting for.
     private func complete(_ outcome: Outcome) async {
         guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
+        var outcome = outcome
         do {
-            try await persist(outcome.changes)
+            try await persistWithPushes(&outcome, now: clock())
             applyAudience(outcome)
             deliverEvents(outcome)
         } catch {

@@ -137,5 +137,6 @@ extension Outcome {
         events.append(contentsOf: other.events)
         changes.append(contentsOf: other.changes)
         audienceChanged.formUnion(other.audienceChanged)
+        raisedAlarms.append(contentsOf: other.raisedAlarms)
     }
 }

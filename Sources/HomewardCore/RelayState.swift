@@ -28,6 +28,9 @@ public struct RelayState: Sendable {
     public internal(set) var alarms: [String: Alarm] = [:]
     var alarmsByOwner: [String: Set<String>] = [:]
     var alarmsByRecipient: [String: Set<String>] = [:]
+    /// Web Push subscriptions by id, and each user's ids in the order they subscribed.
+    var pushSubscriptions: [String: PushSubscription] = [:]
+    var pushByUser: [String: [String]] = [:]
 
     public var safety = SafetySettings()
     /// Owners of active sessions without a connection, and since when (not stored: after a
@@ -54,6 +57,9 @@ public struct RelayState: Sendable {
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
+        for subscription in stored.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
+            index(subscription)
+        }
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is

@@ -22,6 +22,7 @@ public struct StoredState: Sendable {
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
+    public var pushSubscriptions: [PushSubscription] = []
 
     public init() {}
 }

@@ -140,6 +140,42 @@ enum PostgresSchema {
             """,
             "CREATE INDEX alarm_recipients_by_username ON alarm_recipients(username)",
         ]),
+        // Issue 14: Web Push subscriptions and the durable outbox (SQLite's v5-push). Endpoints and keys are
+        // checked when subscribing (no control characters, base64url): TEXT compared by code point, like keys.
+        Migration(version: "v5-push", statements: [
+            """
+            CREATE TABLE push_subscriptions (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                username TEXT COLLATE "C" NOT NULL,
+                endpoint TEXT COLLATE "C" NOT NULL,
+                p256dh TEXT COLLATE "C" NOT NULL,
+                auth TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX push_subscriptions_by_username ON push_subscriptions(username)",
+            """
+            CREATE TABLE push_outbox (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                kind TEXT COLLATE "C" NOT NULL,
+                subscription_id TEXT COLLATE "C",
+                endpoint TEXT COLLATE "C" NOT NULL,
+                p256dh TEXT COLLATE "C" NOT NULL,
+                auth TEXT COLLATE "C" NOT NULL,
+                payload BYTEA NOT NULL,
+                urgency TEXT COLLATE "C" NOT NULL,
+                topic TEXT COLLATE "C",
+                ttl BIGINT NOT NULL,
+                alarm_id TEXT COLLATE "C",
+                created_at BIGINT NOT NULL,
+                next_attempt_at BIGINT NOT NULL,
+                attempts BIGINT NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX push_outbox_due ON push_outbox(next_attempt_at)",
+            "CREATE INDEX push_outbox_by_subscription ON push_outbox(subscription_id)",
+            "CREATE INDEX push_outbox_by_alarm ON push_outbox(alarm_id)",
+        ]),
     ]
 
     /// Brings the database up to date in one transaction: either every missing migration is applied and

@@ -40,6 +40,13 @@ extension StoredState {
 
         sessions = try await Self.activeSessions(rows)
         alarms = try await Self.activeAlarms(rows)
+
+        for try await (id, username, endpoint, p256dh, auth, created) in try await rows(
+            "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id"
+        ).decode((String, String, String, String, String, Int64).self) {
+            pushSubscriptions.append(PushSubscription(id: id, username: username, endpoint: endpoint, p256dh: p256dh,
+                                                      auth: auth, createdAt: created))
+        }
     }
 
     private static func text(_ bytes: Data) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -7,6 +7,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let metrics: @Sendable () -> [UInt8]
+    /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
+    var vapidPublicKey = ""
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
@@ -44,6 +46,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             write(.ok, "ok\n", contentType: "text/plain; charset=utf-8", head: head, context: context)
         case (.GET, "/metrics"), (.HEAD, "/metrics"):
             write(.ok, metrics(), contentType: "text/plain; version=0.0.4; charset=utf-8", head: head, context: context)
+        case (.GET, "/v1/push/key"), (.HEAD, "/v1/push/key"):
+            write(.ok, "{\"vapidPublicKey\":\"\(vapidPublicKey)\"}\n", contentType: "application/json", head: head, context: context)
         case (_, "/v1/ws"):
             var extra = HTTPHeaders()
             extra.add(name: "Upgrade", value: "websocket")

@@ -20,6 +20,8 @@ public struct RelayConfiguration: Sendable {
     public var relayLimits = RelayLimits()
     public var safety = SafetySettings()
     public var passwordIterations = PasswordHasher.recommendedIterations
+    /// Web Push and the operator webhook.
+    public var push = PushConfiguration()
 
     public init() {}
 

@@ -38,6 +38,7 @@ public struct RelayServer: Sendable {
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
+        let vapidKey = try VAPIDKeyFile.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory)
         let store = try await OpenedStore.open(config, logger: logger)
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
@@ -45,14 +46,24 @@ public struct RelayServer: Sendable {
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
-        let relay: Relay
+        let push: PushService
         do {
-            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory)
+            push = try PushService(configuration: config.push, vapidKey: vapidKey, store: store.store, metrics: factory, logger: logger)
         } catch {
             await store.close()
             throw error
         }
+        let relay: Relay
+        do {
+            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
+                                    limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory,
+                                    push: push.settings, features: push.features)
+        } catch {
+            await push.stop()
+            await store.close()
+            throw error
+        }
+        await push.start(relay: relay)
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
@@ -66,7 +77,7 @@ public struct RelayServer: Sendable {
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
-                                       exposition: { prometheus.emitToBuffer() })
+                                       exposition: { prometheus.emitToBuffer() }, vapidPublicKey: vapidKey.publicKeyBase64URL)
 
         let channel: any Channel
         do {
@@ -94,6 +105,7 @@ public struct RelayServer: Sendable {
         } catch {
             try? await group.shutdownGracefully()
             await relay.drain()
+            await push.stop()
             await store.close()
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
@@ -106,8 +118,8 @@ public struct RelayServer: Sendable {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
-                            connections: connections, unauthenticated: unauthenticated, closeStore: store.close,
-                            logger: logger)
+                            connections: connections, unauthenticated: unauthenticated,
+                            closeStore: { await push.stop(); await store.close() }, logger: logger)
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
@@ -192,6 +204,7 @@ struct PipelineFactory: Sendable {
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
+    let vapidPublicKey: String
 
     static let path = "/v1/ws"
     static let subprotocol = "homeward.v1"
@@ -210,6 +223,7 @@ struct PipelineFactory: Sendable {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
             let http = HTTPHandler(metrics: exposition)
+            http.vapidPublicKey = vapidPublicKey
             let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: limits.maxMessageBytes,

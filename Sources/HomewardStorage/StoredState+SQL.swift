@@ -40,6 +40,13 @@ extension StoredState {
 
         sessions = try Self.activeSessions(db)
         alarms = try Self.activeAlarms(db)
+
+        for row in try Row.fetchAll(
+            db, sql: "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id")
+        {
+            pushSubscriptions.append(PushSubscription(id: row["id"], username: row["username"], endpoint: row["endpoint"],
+                                                      p256dh: row["p256dh"], auth: row["auth"], createdAt: row["created_at"]))
+        }
     }
 
     private static func activeSessions(_ db: Database) throws -> [FollowSession] {

@@ -3,10 +3,16 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
+/// What sends a `PushRequest` and says what the answer means; `PushSender` over HTTP, or a test double.
+public protocol PushTransport: Sendable {
+    func send(_ request: PushRequest) async -> DeliveryOutcome
+    func shutdown() async throws
+}
+
 /// Sends `PushRequest`s with async-http-client and classifies the answers. Redirects are not
 /// followed: a push service answers directly, and a redirect could point the relay at an address the
 /// endpoint check refused.
-public final class PushSender: Sendable {
+public final class PushSender: PushTransport {
     private let client: HTTPClient
     private let timeout: TimeAmount
 

@@ -89,6 +89,9 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("alarm-repeat-max"), help: "How many times an unacknowledged alarm is repeated (0: never). [default: 10]")
     var alarmRepeatMax: Int?
 
+    @OptionGroup(title: "Web Push and webhook")
+    var push: PushRelayOptions
+
     struct Settings {
         var relay: RelayConfiguration
         var logLevel: Logger.Level
@@ -136,6 +139,7 @@ struct RelayOptions: ParsableArguments {
             config.safety.alarmRepeatInterval = Int64(interval * 1000)
         }
         config.safety.alarmRepeatMax = try env.value(alarmRepeatMax, "alarm-repeat-max") ?? config.safety.alarmRepeatMax
+        try push.apply(to: &config.push, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("unknown log level '\(levelName)'")

@@ -10,19 +10,30 @@ public protocol ReplyBody: Sendable {
 public struct SignInReply: ReplyBody, Equatable {
     public var user: UserInfo
     public var token: String?
+    /// Version 1.1: what this relay adds to the base protocol (`"push"`, ...); empty from older relays.
+    public var features: [String]
+    /// The relay's VAPID public key (base64url) when it has `"push"`.
+    public var vapidPublicKey: String?
 
-    public init(user: UserInfo, token: String?) {
+    public init(user: UserInfo, token: String?, features: [String] = [], vapidPublicKey: String? = nil) {
         self.user = user
         self.token = token
+        self.features = features
+        self.vapidPublicKey = vapidPublicKey
     }
 
     public var fields: [(String, JSONValue)] {
-        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? [])
+        var fields: [(String, JSONValue)] = [("user", user.json)]
+        if let token { fields.append(("token", .string(token))) }
+        if !features.isEmpty { fields.append(("features", .strings(features))) }
+        if let vapidPublicKey { fields.append(("vapidPublicKey", .string(vapidPublicKey))) }
+        return fields
     }
 
     public init?(json: JSONValue) {
         guard let user = UserInfo(json: json.object("user")) else { return nil }
-        self.init(user: user, token: json.string("token"))
+        self.init(user: user, token: json.string("token"), features: json.strings("features"),
+                  vapidPublicKey: json.string("vapidPublicKey"))
     }
 }
 

@@ -1,0 +1,59 @@
+import Foundation
+import HomewardCore
+import PostgresNIO
+
+/// The outbox as the delivery worker uses it (the same statements as `SQLiteStore+Outbox`).
+extension PostgresStore: PushOutboxStore {
+    public func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry] {
+        try await withConnection("outbox read") { db, logger in
+            var entries: [OutboxEntry] = []
+            let rows = try await db.query("""
+                SELECT id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm_id,
+                       created_at, next_attempt_at, attempts
+                FROM push_outbox WHERE next_attempt_at <= \(now) ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit))
+                """, logger: logger)
+            for try await (id, kind, subscription, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm, created, next, attempts)
+                in rows.decode((String, String, String?, String, String, String, Data, String, String?, Int64, String?, Int64, Int64, Int64).self)
+            {
+                guard let kind = OutboxEntry.Kind(rawValue: kind) else { continue }
+                entries.append(OutboxEntry(
+                    id: id, kind: kind, subscriptionId: subscription, endpoint: endpoint, p256dh: p256dh, auth: auth,
+                    payload: [UInt8](payload), urgency: urgency, topic: topic, ttl: Int(ttl), alarmId: alarm, createdAt: created,
+                    nextAttemptAt: next, attempts: Int(attempts)))
+            }
+            return entries
+        }
+    }
+
+    public func nextOutboxAttempt() async throws -> Int64? {
+        try await withConnection("outbox next") { db, logger in
+            var next: Int64?
+            for try await value in try await db.query("SELECT MIN(next_attempt_at) FROM push_outbox", logger: logger)
+                .decode(Int64?.self) { next = value }
+            return next
+        }
+    }
+
+    public func removeOutboxEntry(id: String) async throws {
+        try await withConnection("outbox remove") { db, logger in
+            try await db.query("DELETE FROM push_outbox WHERE id = \(id)", logger: logger)
+        }
+    }
+
+    public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
+        try await withConnection("outbox reschedule") { db, logger in
+            try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)) WHERE id = \(id)",
+                               logger: logger)
+        }
+    }
+
+    public func outboxDepth() async throws -> Int {
+        try await withConnection("outbox depth") { db, logger in
+            var count: Int64 = 0
+            for try await value in try await db.query("SELECT COUNT(*) FROM push_outbox", logger: logger).decode(Int64.self) {
+                count = value
+            }
+            return Int(count)
+        }
+    }
+}

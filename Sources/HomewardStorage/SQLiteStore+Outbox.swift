@@ -1,0 +1,44 @@
+import Foundation
+import GRDB
+import HomewardCore
+
+/// The outbox as the delivery worker uses it; entries are added by `StoreChange.enqueueOutbox`.
+extension SQLiteStore: PushOutboxStore {
+    public func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry] {
+        try await writer.read { db in
+            try Row.fetchAll(
+                db, sql: """
+                    SELECT id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm_id,
+                           created_at, next_attempt_at, attempts
+                    FROM push_outbox WHERE next_attempt_at <= ? ORDER BY next_attempt_at, created_at, id LIMIT ?
+                    """, arguments: [now, limit]
+            ).compactMap { row in
+                guard let kind = OutboxEntry.Kind(rawValue: row["kind"]) else { return nil }
+                let payload: Data = row["payload"]
+                return OutboxEntry(
+                    id: row["id"], kind: kind, subscriptionId: row["subscription_id"], endpoint: row["endpoint"],
+                    p256dh: row["p256dh"], auth: row["auth"], payload: [UInt8](payload), urgency: row["urgency"],
+                    topic: row["topic"], ttl: row["ttl"], alarmId: row["alarm_id"], createdAt: row["created_at"],
+                    nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"])
+            }
+        }
+    }
+
+    public func nextOutboxAttempt() async throws -> Int64? {
+        try await writer.read { db in try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM push_outbox") }
+    }
+
+    public func removeOutboxEntry(id: String) async throws {
+        try await writer.write { db in try db.execute(sql: "DELETE FROM push_outbox WHERE id = ?", arguments: [id]) }
+    }
+
+    public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "UPDATE push_outbox SET next_attempt_at = ?, attempts = ? WHERE id = ?", arguments: [at, attempts, id])
+        }
+    }
+
+    public func outboxDepth() async throws -> Int {
+        try await writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_outbox") ?? 0 }
+    }
+}
