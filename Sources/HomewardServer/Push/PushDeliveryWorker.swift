@@ -114,7 +114,8 @@ actor PushDeliveryWorker {
 
     /// Sleeps until `deadline` (or a minute when nothing waits), or until `wake`.
     private func sleep(until deadline: Int64?) async {
-        if woken {
+        // Stopped while the loop was reading the store: `stop` found no nap to cancel, so do not start one.
+        if woken || Task.isCancelled {
             woken = false
             return
         }

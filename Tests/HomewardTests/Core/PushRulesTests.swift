@@ -135,6 +135,24 @@ final class PushRulesTests: XCTestCase {
         XCTAssertTrue(queued(planner().plan(askedOnline, state: state, presence: presence, now: now)).isEmpty)
     }
 
+    func testLostContactIsPushedToObserversWithoutAConnection() throws {
+        var state = makeState()
+        try subscribe(&state, "bob", 1)
+        try subscribe(&state, "carol", 2)
+        let started = try state.startSession("alice", SessionOptions(invite: ["bob", "carol"]), now: now)
+        let id = try XCTUnwrap(started.reply("session")?["sessionId"]?.stringValue)
+        _ = try state.acceptSession("bob", id, presence: CoreTestPresence())
+        _ = try state.acceptSession("carol", id, presence: CoreTestPresence())
+        state.ownerWentOffline("alice", at: now)
+        let later = now + state.safety.lostContactGrace
+        let presence = CoreTestPresence(online: ["carol"])
+        let lost = state.fireDue(now: later, presence: presence)
+        XCTAssertEqual(Set(lost.recipients(of: "session.lost")), ["bob", "carol"])
+        let entries = queued(planner().plan(lost, state: state, presence: presence, now: later))
+        XCTAssertEqual(entries.map(\.endpoint), ["https://push.example.net/1"])
+        XCTAssertEqual(try payloadType(entries[0]), "session.lost")
+    }
+
     func testAcknowledgingOrCancellingDropsWaitingPushesAndTellsTheWebhook() throws {
         var state = makeState()
         try subscribe(&state, "bob", 1)
