@@ -15,6 +15,8 @@ public struct RelayReply: Sendable {
         case unchanged
         case authenticated(Authentication)
         case signedOut
+        /// `watch` succeeded: the connection is now a read-only viewer, named `viewerKey` in the presence table.
+        case watching(viewerKey: String)
     }
 
     public var fields: [(String, HomewardProtocol.JSONValue)]

@@ -11,6 +11,8 @@ public struct Outcome: Sendable {
     public var audienceChanged: Set<String> = []
     /// Alarms this operation raised (for the operator webhook, which hears of every one, recipients or not).
     public var raisedAlarms: [String] = []
+    /// Share-link viewers (`ShareLink.viewerKey`) to close with 1000 once the events are sent.
+    public var closeViewers: [String] = []
 
     public init() {}
 

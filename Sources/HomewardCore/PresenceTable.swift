@@ -64,26 +64,49 @@ public final class PresenceTable: PresenceView, Sendable {
 
     /// Adds a connection; returns true when it is the user's first.
     public func attach(_ username: String, _ sink: any ClientSink, now: Int64) -> Bool {
-        let (first, senders) = withEntry(username) { entry in
-            let first = entry.sinks.isEmpty
-            entry.sinks[ObjectIdentifier(sink)] = sink
-            entry.lastSeen = now
-            return (first, entry.receivesFrom)
-        }
+        let first = add(sink, to: username, now: now)
         if first { online.add(1, ordering: .relaxed) }
-        for sender in senders { refreshAudienceSinks(of: sender) }
         return first
     }
 
     /// Removes a connection; returns true when it was the user's last.
     public func detach(_ username: String, _ sink: any ClientSink, now: Int64) -> Bool {
-        let (removed, last, senders) = withEntry(username) { entry in
+        let last = remove(sink, from: username, now: now)
+        if last { online.subtract(1, ordering: .relaxed) }
+        return last
+    }
+
+    /// Adds a share-link viewer's connection under its link's viewer key (`ShareLink.viewerKey`): the
+    /// owner's audience names that key, so positions reach the viewer by the same fan-out as observers.
+    /// Viewers are not users: they do not count as online and have no last-seen time.
+    public func attachViewer(_ viewerKey: String, _ sink: any ClientSink) {
+        _ = add(sink, to: viewerKey, now: nil)
+    }
+
+    public func detachViewer(_ viewerKey: String, _ sink: any ClientSink) {
+        _ = remove(sink, from: viewerKey, now: nil)
+    }
+
+    /// Adds `sink` to `name`'s connections and to the audience lists that name `name`; true when it is the first.
+    private func add(_ sink: any ClientSink, to name: String, now: Int64?) -> Bool {
+        let (first, senders) = withEntry(name) { entry in
+            let first = entry.sinks.isEmpty
+            entry.sinks[ObjectIdentifier(sink)] = sink
+            if let now { entry.lastSeen = now }
+            return (first, entry.receivesFrom)
+        }
+        for sender in senders { refreshAudienceSinks(of: sender) }
+        return first
+    }
+
+    /// Removes `sink` from `name`'s connections; true when it was the last.
+    private func remove(_ sink: any ClientSink, from name: String, now: Int64?) -> Bool {
+        let (removed, last, senders) = withEntry(name) { entry in
             guard entry.sinks.removeValue(forKey: ObjectIdentifier(sink)) != nil else { return (false, false, Set<String>()) }
-            entry.lastSeen = now
+            if let now { entry.lastSeen = now }
             return (true, entry.sinks.isEmpty, entry.receivesFrom)
         }
         guard removed else { return false }
-        if last { online.subtract(1, ordering: .relaxed) }
         for sender in senders { refreshAudienceSinks(of: sender) }
         return last
     }

@@ -28,6 +28,8 @@ public actor Relay {
     private let hashing: PasswordHashingPool
     private nonisolated let clock: @Sendable () -> Int64
     private let logger: Logger
+    /// Sent in the `ok` of every sign-in (protocol 1.1 `features`), as the relay configuration lists them.
+    private let features: [String]
 
     private nonisolated let mailbox = Mutex(Mailbox())
     private var state: RelayState
@@ -35,6 +37,8 @@ public actor Relay {
     private var addressFailures: LoginThrottle
     /// Accounts created per client address (counted like failed logins: a sliding window).
     private var registrations: LoginThrottle
+    /// Failed `watch` attempts per client address.
+    private var watchFailures: LoginThrottle
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -50,7 +54,6 @@ public actor Relay {
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
     private let push: PushSettings
     private let planner: PushPlanner
-    private let features: RelayFeatures
 
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
@@ -58,10 +61,10 @@ public actor Relay {
     private let usersOnline: Gauge
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
-                safety: SafetySettings = SafetySettings(),
+                safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
-                push: PushSettings = PushSettings(), features: RelayFeatures = RelayFeatures()) async throws {
+                push: PushSettings = PushSettings()) async throws {
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
@@ -70,21 +73,23 @@ public actor Relay {
         self.store = store
         self.push = push
         self.planner = PushPlanner(settings: push)
-        self.features = features
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
         self.clock = clock
         self.logger = logger
+        self.features = features
         let stored = try await store.load()
         var state = RelayState(stored)
         state.safety = safety
+        state.shareSettings = shares
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
         self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
+        self.watchFailures = LoginThrottle(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
@@ -100,6 +105,12 @@ public actor Relay {
 
     /// The safety timings in force (they survive storage failures; see `persist`).
     public var safety: SafetySettings { state.safety }
+
+    /// Where share-link URLs point. Set by the server once it knows the port it listens on (before that,
+    /// the configured or default base): with port 0 the port is only known after binding.
+    public func setSharePublicURL(_ url: String) {
+        state.shareSettings.publicURL = url
+    }
 
     // MARK: Entry points, callable from any thread
 
@@ -127,7 +138,7 @@ public actor Relay {
         return fanout.sinks.count
     }
 
-    /// Forgets a closed connection.
+    /// Forgets a closed connection: a user's, or a share-link viewer's (`ShareLink.viewerKey`).
     public nonisolated func disconnect(_ username: String, sink: any ClientSink) {
         submit(.disconnect(username, sink))
     }
@@ -272,6 +283,9 @@ public actor Relay {
                     done(.failure(error))
                 }
             }
+        case .watch(let token):
+            guard auth == nil else { return done(.failure(.forbidden("a signed-in connection cannot watch; open another"))) }
+            watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             await serveSignedIn(request, auth: auth, sink: sink, done: done)
@@ -338,8 +352,8 @@ public actor Relay {
     }
 
     private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
-        SignInReply(user: state.profile(username), token: token, features: features.names,
-                    vapidPublicKey: features.vapidPublicKey).fields
+        SignInReply(user: state.profile(username), token: token, features: features,
+                    vapidPublicKey: push.vapidPublicKey).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {
@@ -371,7 +385,34 @@ public actor Relay {
         usersOnline.record(presence.onlineUserCount)
     }
 
+    /// A share link's viewer (protocol 1.1): checks the token, attaches the connection under the link's
+    /// viewer key (so the owner's positions reach it by the usual fan-out), replies, then sends what is
+    /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
+    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) {
+        let now = clock()
+        guard !watchFailures.isBlocked(peer, now: now) else {
+            return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
+        }
+        do throws(RelayError) {
+            let (share, reply) = try state.watch(tokenHash: Token.hash(token), now: now, presence: presence)
+            // A valid token: not a failure to count, even when there is no room.
+            guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
+                return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
+            }
+            presence.attachViewer(share.viewerKey, sink)
+            done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
+            for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
+        } catch {
+            watchFailures.recordFailure(peer, now: now)
+            done(.failure(error))
+        }
+    }
+
     private func detach(_ username: String, _ sink: any ClientSink) {
+        if ShareLink.isViewerKey(username) {
+            presence.detachViewer(username, sink)
+            return
+        }
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
         if unsavedLastSeen.isEmpty {
@@ -445,7 +486,10 @@ public actor Relay {
             case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
             case .pushUnsubscribe(let id): outcome = try state.unsubscribePush(user, id)
             case .pushList: outcome = state.listPush(user)
-            case .register, .login, .hello, .position, .ping, .pushSubscribe:
+            case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
+            case .shareList: outcome = state.listShares(user, now: now)
+            case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
+            case .register, .login, .hello, .position, .ping, .watch, .pushSubscribe:
                 throw .invalid("not served here")
             }
             try await persistWithPushes(&outcome, now: now)
@@ -485,6 +529,10 @@ public actor Relay {
     private func deliverEvents(_ outcome: Outcome) {
         for (message, recipients) in outcome.encodedEvents() {
             for username in recipients { deliver(message, to: username) }
+        }
+        // After their `session.ended`: a sink keeps the order of calls, so the event goes out first.
+        for viewerKey in outcome.closeViewers {
+            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
         }
         alarmsPending.record(state.alarms.count)
         armTimer()

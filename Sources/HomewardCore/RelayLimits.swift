@@ -12,6 +12,13 @@ public struct RelayLimits: Sendable {
     public var tokenLifetime: Int64 = 30 * 24 * 3600 * 1000
     /// Password hashes computed at once; more registrations or logins wait their turn.
     public var concurrentPasswordHashes = 4
+    /// Failed `watch` attempts (unknown, expired or revoked share-link tokens) one client address may make
+    /// within `watchFailureWindow`; after that every `watch` from it is `rate_limited`, so tokens cannot be guessed.
+    public var watchFailuresPerAddress = 20
+    public var watchFailureWindow: Int64 = 15 * 60 * 1000
+    /// Connections watching with one share link at once: a link is a bearer secret that may leak, and
+    /// viewers count against no account, so each link's fan-out is bounded.
+    public var viewersPerShare = 16
 
     public init() {}
 }

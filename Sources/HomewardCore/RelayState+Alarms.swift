@@ -35,7 +35,7 @@ extension RelayState {
         outcome.raisedAlarms.append(alarm.id)
         outcome.audienceChanged.insert(owner)
         let info = alarm.info(owner: profile(owner))
-        outcome.send(.alarm(info, repeat: nil), to: recipients)
+        outcome.send(.alarm(info, repeat: nil), to: recipients + viewerKeys(ofOwner: owner))
         outcome.reply = AlarmRaiseReply(
             alarm: info, recipients: recipients.map { AlarmRecipient(username: $0, online: presence.isOnline($0)) }).fields
         return outcome
@@ -50,6 +50,7 @@ extension RelayState {
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarmAcked(alarmId: id, by: actor), to: [alarm.owner] + alarm.recipients.filter { $0 != actor })
+        outcome.send(.alarmAcknowledged(alarmId: id, by: actor), to: viewerKeys(ofOwner: alarm.owner))
         return outcome
     }
 
@@ -61,7 +62,7 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.endAlarm(id: id, reason: reason, at: now))
         outcome.audienceChanged.insert(actor)
-        outcome.send(.alarmCancelled(alarmId: id, reason: reason), to: alarm.recipients)
+        outcome.send(.alarmCancelled(alarmId: id, reason: reason), to: alarm.recipients + viewerKeys(ofOwner: actor))
         return outcome
     }
 

@@ -41,7 +41,7 @@ extension RelayState {
         session.lostSince = nil
         sessions[id] = session
         outcome.changes.append(.saveSession(session))
-        outcome.send(.sessionResumed(sessionId: id), to: session.observers)
+        outcome.send(.sessionResumed(sessionId: id), to: session.observers + viewerKeys(ofSession: id))
         return outcome
     }
 
@@ -57,12 +57,13 @@ extension RelayState {
             if session.lostSince == nil, let since = offlineOwners[session.owner] { consider(since + safety.lostContactGrace) }
         }
         for alarm in alarms.values { consider(alarm.nextRepeatAt) }
+        for share in shares.values { consider(share.expiresAt) }
         return next
     }
 
     /// Does everything due at `now`: expiries, missed check-ins, lost contact, alarm repeats.
     public mutating func fireDue(now: Int64, presence: some PresenceView) -> Outcome {
-        var outcome = Outcome()
+        var outcome = expireShares(now: now)
         for id in sessions.keys.sorted() {
             guard let session = sessions[id] else { continue }
             if let expiry = session.expiresAt, expiry <= now {
@@ -108,7 +109,7 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.send(.sessionLost(sessionId: id, lastPosition: presence.lastPosition(session.owner),
-                                  since: presence.lastSeen(session.owner) ?? since), to: session.observers)
+                                  since: presence.lastSeen(session.owner) ?? since), to: session.observers + viewerKeys(ofSession: id))
         return outcome
     }
 
@@ -127,7 +128,7 @@ extension RelayState {
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarm(alarm.info(owner: profile(alarm.owner)), repeat: alarm.repeats),
-                     to: alarm.recipients.filter { presence.isOnline($0) })
+                     to: alarm.recipients.filter { presence.isOnline($0) } + viewerKeys(ofOwner: alarm.owner))
         return outcome
     }
 }
@@ -138,5 +139,6 @@ extension Outcome {
         changes.append(contentsOf: other.changes)
         audienceChanged.formUnion(other.audienceChanged)
         raisedAlarms.append(contentsOf: other.raisedAlarms)
+        closeViewers.append(contentsOf: other.closeViewers)
     }
 }

@@ -99,6 +99,8 @@ extension RelayState {
         outcome.changes.append(.endSession(id: id, reason: reason, at: now))
         outcome.audienceChanged.insert(session.owner)
         outcome.send(.sessionEnded(sessionId: id, reason: reason), to: session.invitees)
+        // Its share links end with it: viewers hear the same reason, then are closed.
+        outcome.merge(endShares(ofSession: id, reason: reason))
         return outcome
     }
 

@@ -31,8 +31,14 @@ public struct RelayState: Sendable {
     /// Web Push subscriptions by id, and each user's ids in the order they subscribed.
     var pushSubscriptions: [String: PushSubscription] = [:]
     var pushByUser: [String: [String]] = [:]
+    /// Live share links by id, by their token's hash and by session.
+    var shares: [String: ShareLink] = [:]
+    var sharesByHash: [String: String] = [:]
+    var sharesBySession: [String: Set<String>] = [:]
 
     public var safety = SafetySettings()
+    /// Share-link lifetimes and the viewer page's address (configuration, not stored).
+    public var shareSettings = ShareSettings()
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -60,6 +66,10 @@ public struct RelayState: Sendable {
         for subscription in stored.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
             index(subscription)
         }
+        // A link outlives nothing: one whose session is gone is not indexed (ending a session removes
+        // its links in the same transaction, so there should be none). Expired ones are indexed so that
+        // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.
+        for share in stored.shares where sessions[share.sessionId] != nil { index(share) }
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
@@ -68,6 +78,7 @@ public struct RelayState: Sendable {
     public func reloaded(from stored: StoredState) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
+        fresh.shareSettings = shareSettings
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
@@ -98,6 +109,7 @@ public struct RelayState: Sendable {
         var audience = Set<String>()
         if let id = sessionByOwner[username], let session = sessions[id] {
             audience.formUnion(session.observers)
+            audience.formUnion(viewerKeys(ofSession: id))
         }
         for id in alarmsByOwner[username] ?? [] {
             if let alarm = alarms[id] { audience.formUnion(alarm.recipients) }

@@ -23,6 +23,8 @@ public struct StoredState: Sendable {
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
     public var pushSubscriptions: [PushSubscription] = []
+    /// Share links not removed yet (some may have expired while the relay was down).
+    public var shares: [ShareLink] = []
 
     public init() {}
 }

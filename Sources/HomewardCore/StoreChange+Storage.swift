@@ -22,6 +22,8 @@ extension StoreChange {
         case let .deletePushSubscription(id): [id]
         case let .enqueueOutbox(entry): [entry.id] + (entry.subscriptionId.map { [$0] } ?? []) + (entry.alarmId.map { [$0] } ?? [])
         case let .cancelAlarmPushes(alarmId): [alarmId]
+        case let .saveShare(share): [share.id, share.sessionId, share.owner, share.tokenHash]
+        case let .removeShare(id): [id]
         }
     }
 

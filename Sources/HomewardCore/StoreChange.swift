@@ -25,4 +25,8 @@ public enum StoreChange: Sendable, Equatable {
     case enqueueOutbox(OutboxEntry)
     /// The alarm was acknowledged or cancelled: its Web Pushes still waiting are dropped (webhook calls stay).
     case cancelAlarmPushes(alarmId: String)
+    /// A new share link (its token's hash only).
+    case saveShare(ShareLink)
+    /// A share link ended: revoked, expired, or its session ended.
+    case removeShare(id: String)
 }

@@ -140,9 +140,23 @@ enum PostgresSchema {
             """,
             "CREATE INDEX alarm_recipients_by_username ON alarm_recipients(username)",
         ]),
-        // Issue 14: Web Push subscriptions and the durable outbox (SQLite's v5-push). Endpoints and keys are
+        // Protocol 1.1 share links (SQLite's v5-shares): only the SHA-256 of each token is kept.
+        Migration(version: "v2-shares", statements: [
+            """
+            CREATE TABLE shares (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                owner TEXT COLLATE "C" NOT NULL,
+                token_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+                created_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX shares_by_session ON shares(session_id)",
+        ]),
+        // Issue 14: Web Push subscriptions and the durable outbox (SQLite's v6-push). Endpoints and keys are
         // checked when subscribing (no control characters, base64url): TEXT compared by code point, like keys.
-        Migration(version: "v5-push", statements: [
+        Migration(version: "v3-push", statements: [
             """
             CREATE TABLE push_subscriptions (
                 id TEXT COLLATE "C" PRIMARY KEY,

@@ -97,6 +97,15 @@ extension StoreChange {
 
         case let .cancelAlarmPushes(alarmId):
             try await run("DELETE FROM push_outbox WHERE alarm_id = \(alarmId) AND kind = \(OutboxEntry.Kind.webPush.rawValue)")
+
+        case let .saveShare(share):
+            try await run("""
+                INSERT INTO shares (id, session_id, owner, token_hash, created_at, expires_at)
+                VALUES (\(share.id), \(share.sessionId), \(share.owner), \(share.tokenHash), \(share.createdAt), \(share.expiresAt))
+                """)
+
+        case let .removeShare(id):
+            try await run("DELETE FROM shares WHERE id = \(id)")
         }
     }
 

@@ -13,6 +13,7 @@ public enum MessageTypes {
         "alarm.raise", "alarm.ack", "alarm.cancel", "alarm.contacts",
         "push.subscribe", "push.unsubscribe", "push.list",
         "ping",
+        "share.create", "share.list", "share.revoke", "watch",
     ]
 
     /// What the relay sends: replies and events.
@@ -22,5 +23,6 @@ public enum MessageTypes {
         "session.invite", "session.accepted", "session.declined", "session.left", "session.ended",
         "session.lost", "session.resumed",
         "alarm", "alarm.acked", "alarm.cancelled",
+        "alarm.acknowledged",
     ]
 }

@@ -41,6 +41,13 @@ public enum Request: Sendable, Equatable {
 
     case ping
 
+    // Share links (protocol 1.1): watching one session without an account.
+    case shareCreate(sessionId: String, ttl: Int64?)
+    case shareList
+    case shareRevoke(shareId: String)
+    /// A viewer's first message: the link's token in place of a sign-in.
+    case watch(token: String)
+
     public struct AlarmRaise: Sendable, Equatable {
         public var text: String?
         public var lat: Double?
@@ -86,7 +93,7 @@ public enum Request: Sendable, Equatable {
     /// Whether the request may be sent before authentication.
     public var isAuthentication: Bool {
         switch self {
-        case .register, .login, .hello, .ping: return true
+        case .register, .login, .hello, .ping, .watch: return true
         default: return false
         }
     }
@@ -162,6 +169,12 @@ public enum Request: Sendable, Equatable {
         case "push.unsubscribe": self = .pushUnsubscribe(subscriptionId: try fields.identifier("subscriptionId"))
         case "push.list": self = .pushList
         case "ping": self = .ping
+        case "share.create":
+            // Any whole number is read here; the relay checks it against its limits and the session's end.
+            self = .shareCreate(sessionId: try fields.identifier("sessionId"), ttl: try fields.integer("ttl", in: Int64.min...Int64.max))
+        case "share.list": self = .shareList
+        case "share.revoke": self = .shareRevoke(shareId: try fields.identifier("shareId"))
+        case "watch": self = .watch(token: try fields.requiredString("token", maxLength: 256))
         default: throw ProtocolError(.unsupported, "unknown type \(type)")
         }
     }

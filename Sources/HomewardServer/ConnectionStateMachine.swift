@@ -10,6 +10,8 @@ import NIOCore
 ///
 /// The TLS handshake and HTTP upgrade happen before this exists (`HandshakeTimer` bounds them);
 /// from then on a connection waits for sign-in, is signed in (and may sign out again), and closes.
+/// A connection that sends `watch {token}` instead becomes a share link's viewer (protocol 1.1): it
+/// only receives, every request it sends gets `forbidden`, and a failed `watch` closes it with 1008.
 struct ConnectionStateMachine {
     /// What to do with one request now.
     enum RequestAction: Equatable {
@@ -34,6 +36,8 @@ struct ConnectionStateMachine {
         var close: (code: CloseCode, reason: String)?
         /// The channel closed while this sign-in was with the relay: the relay must forget it again.
         var detach: Authentication?
+        /// The same for a `watch` that succeeded after the channel closed: the viewer key to forget.
+        var detachViewer: String?
     }
 
     enum ControlAction: Equatable {
@@ -50,6 +54,9 @@ struct ConnectionStateMachine {
     /// Who the connection is signed in as: nil until a sign-in succeeds, and again after `logout`.
     /// Kept while closing, so that the relay is told to forget exactly this connection when it is gone.
     private(set) var auth: Authentication?
+    /// Set once `watch` succeeds: the share link's viewer key (`ShareLink.viewerKey`). Never cleared
+    /// before the channel closes (`channelClosed` hands it out once): a viewer stays a viewer.
+    private(set) var viewer: String?
     /// A close frame went out or the channel is gone: nothing more is served.
     private(set) var isClosing = false
     /// A request is with the relay; its answer is still to come (`served`).
@@ -57,6 +64,10 @@ struct ConnectionStateMachine {
     /// A request is with the relay. Others wait in `waiting`, so replies come back in request order and
     /// a request sent right after `login` is served as the signed-in user.
     private var busy = false
+    /// The request with the relay is a `watch`: its failure closes the connection.
+    private var watching = false
+    /// The viewer key to forget once the channel is gone (`viewerClosed`).
+    private var closedViewer: String?
     // Requests only wait while another is being served, which most connections never see; the default
     // capacity (16) would be allocated for every idle connection. It doubles when it has to.
     private var waiting = CircularBuffer<IncomingRequest>(initialCapacity: 1)
@@ -103,12 +114,16 @@ struct ConnectionStateMachine {
     }
 
     private mutating func start(_ incoming: IncomingRequest) -> RequestAction {
+        // A viewer is read-only, whatever it sends (a malformed request included).
+        if viewer != nil { return .replyError(ProtocolError(.forbidden, "a share-link viewer can only watch"), incoming.id) }
         let request: Request
         switch incoming.result {
         case .failure(let error): return .replyError(error, incoming.id)
         case .success(let parsed): request = parsed
         }
         switch request {
+        case .watch where auth != nil:
+            return .replyError(ProtocolError(.forbidden, "a signed-in connection cannot watch; open another connection"), incoming.id)
         case .ping:
             return .replyOK(incoming.id)
         case .position(let position):
@@ -119,6 +134,7 @@ struct ConnectionStateMachine {
                 return .replyError(ProtocolError(.unauthenticated, "sign in first: register, login or hello"), incoming.id)
             }
             busy = true
+            if case .watch = request { watching = true }
             return .serve(request, auth: auth, id: incoming.id)
         }
     }
@@ -126,10 +142,17 @@ struct ConnectionStateMachine {
     /// The relay answered the request in flight.
     mutating func served(_ result: Result<RelayReply, RelayError>) -> Served {
         busy = false
+        defer { watching = false }
         var served = Served()
         guard !isClosing else {
             // Gone while signing in: the relay attached this connection, so it must detach it again.
-            if case .success(let reply) = result, case .authenticated(let auth) = reply.auth { served.detach = auth }
+            if case .success(let reply) = result {
+                switch reply.auth {
+                case .authenticated(let auth): served.detach = auth
+                case .watching(let viewerKey): served.detachViewer = viewerKey
+                case .unchanged, .signedOut: break
+                }
+            }
             return served
         }
         switch result {
@@ -143,10 +166,21 @@ struct ConnectionStateMachine {
             case .signedOut:
                 auth = nil
                 served.signedOut = true
+            case .watching(let viewerKey):
+                viewer = viewerKey
+                // No sign-in is owed any more: the sign-in timer stops and the unauthenticated slot is freed.
+                served.signedIn = true
             }
             served.reply = .success(reply.fields)
         case .failure(let error):
             served.reply = .failure(error.protocolError)
+            if watching {
+                // Unknown, expired or revoked token, or too many of those from this address: policy close.
+                switch error {
+                case .notFound, .rateLimited: served.close = (.policyViolation, "watch refused")
+                default: break
+                }
+            }
             if case .unauthenticated = error {
                 authFailures += 1
                 if authFailures >= limits.maxAuthenticationFailures {
@@ -197,7 +231,7 @@ struct ConnectionStateMachine {
 
     /// The sign-in deadline passed.
     func signInTimedOut() -> ControlAction {
-        auth == nil && !isClosing ? .close(.policyViolation, "not authenticated in time") : .none
+        auth == nil && viewer == nil && !isClosing ? .close(.policyViolation, "not authenticated in time") : .none
     }
 
     /// Once per ping interval: ping the client, or close it when nothing was heard for the idle timeout.
@@ -222,9 +256,17 @@ struct ConnectionStateMachine {
     /// when it answers (`served` returns it as `detach`).
     mutating func channelClosed() -> Authentication? {
         defer { auth = nil }
+        if viewer != nil { closedViewer = viewer }
+        viewer = nil
         isClosing = true
         unansweredPing = nil
         waiting.removeAll()
         return auth
+    }
+
+    /// After `channelClosed`: the viewer key the relay must forget, once.
+    mutating func viewerClosed() -> String? {
+        defer { closedViewer = nil }
+        return closedViewer
     }
 }

@@ -20,6 +20,13 @@ public struct RelayConfiguration: Sendable {
     public var relayLimits = RelayLimits()
     public var safety = SafetySettings()
     public var passwordIterations = PasswordHasher.recommendedIterations
+    /// What the `ok` of every sign-in lists as `features` (protocol 1.1): one entry per optional part
+    /// of the contract this relay serves.
+    public var features = ["share", "push"]
+    /// Share-link lifetimes (`publicURL` there is replaced at start-up, see `sharePublicURL(port:)`).
+    public var shares = ShareSettings()
+    /// The relay's public base URL for share links (`--public-url`); nil for https://HOST:PORT of the listener.
+    public var publicURL: String?
     /// Web Push and the operator webhook.
     public var push = PushConfiguration()
 
@@ -27,6 +34,14 @@ public struct RelayConfiguration: Sendable {
 
     public var databasePath: String { dataDirectory + "/homeward.sqlite" }
     public var devCertificateDirectory: String { dataDirectory + "/certs" }
+
+    /// The base of share-link URLs: `publicURL`, else the listener's address (a wildcard host becomes
+    /// `localhost`: an operator serving others sets `--public-url`).
+    public func sharePublicURL(port: Int) -> String {
+        if let publicURL { return publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
+        let name = ["0.0.0.0", "::", ""].contains(host) ? "localhost" : host.contains(":") ? "[\(host)]" : host
+        return "https://\(name):\(port)"
+    }
 }
 
 /// Per-connection limits of the network edge.

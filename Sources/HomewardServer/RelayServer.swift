@@ -56,8 +56,8 @@ public struct RelayServer: Sendable {
         let relay: Relay
         do {
             relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, logger: logger, metrics: factory,
-                                    push: push.settings, features: push.features)
+                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
+                                    features: config.features, logger: logger, metrics: factory, push: push.settings)
         } catch {
             await push.stop()
             await store.close()
@@ -110,6 +110,7 @@ public struct RelayServer: Sendable {
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
         let port = channel.localAddress?.port ?? config.port
+        await relay.setSharePublicURL(config.sharePublicURL(port: port))
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
             "threads": "\(config.eventLoopThreads)",

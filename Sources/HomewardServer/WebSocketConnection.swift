@@ -82,6 +82,7 @@ final class WebSocketConnection: ChannelInboundHandler {
         loop.remove(self)
         metrics.connections.decrement()
         if let auth = machine.channelClosed() { relay.disconnect(auth.username, sink: handle) }
+        if let viewerKey = machine.viewerClosed() { relay.disconnect(viewerKey, sink: handle) }
         // Ends the cycle handler → handle → handler, unless a request is still with the relay: its answer
         // must find this handler (a sign-in answered now has to be undone), and `finish` detaches then.
         if !machine.isServing { handle.detach() }
@@ -191,6 +192,7 @@ final class WebSocketConnection: ChannelInboundHandler {
     private func finish(_ result: Result<RelayReply, RelayError>, id: RequestID?) {
         let served = machine.served(result)
         if let gone = served.detach { relay.disconnect(gone.username, sink: handle) }
+        if let gone = served.detachViewer { relay.disconnect(gone, sink: handle) }
         guard context != nil else {
             handle.detach()
             return

@@ -129,8 +129,22 @@ enum Schema {
                 UPDATE tokens SET last_used = created_at;
                 """)
         }
+        // Protocol 1.1 share links: only the SHA-256 of each token is kept.
+        migrator.registerMigration("v5-shares") { db in
+            try db.execute(sql: """
+                CREATE TABLE shares (
+                    id TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    owner TEXT NOT NULL,
+                    token_hash TEXT NOT NULL UNIQUE,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                );
+                CREATE INDEX shares_by_session ON shares(session_id);
+                """)
+        }
         // Issue 14: Web Push subscriptions, and the durable outbox of pushes and webhook calls.
-        migrator.registerMigration("v5-push") { db in
+        migrator.registerMigration("v6-push") { db in
             try db.execute(sql: """
                 CREATE TABLE push_subscriptions (
                     id TEXT PRIMARY KEY NOT NULL,

@@ -104,6 +104,15 @@ extension StoreChange {
         case let .cancelAlarmPushes(alarmId):
             try db.execute(sql: "DELETE FROM push_outbox WHERE alarm_id = ? AND kind = ?",
                            arguments: [alarmId, OutboxEntry.Kind.webPush.rawValue])
+
+        case let .saveShare(share):
+            try db.execute(
+                sql: "INSERT INTO shares (id, session_id, owner, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [share.id, share.sessionId, share.owner, share.tokenHash, share.createdAt, share.expiresAt])
+
+        case let .removeShare(id):
+            // Deleted, not marked: an ended link is of no use to anyone, and its hash need not be kept.
+            try db.execute(sql: "DELETE FROM shares WHERE id = ?", arguments: [id])
         }
     }
 

@@ -89,6 +89,17 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("alarm-repeat-max"), help: "How many times an unacknowledged alarm is repeated (0: never). [default: 10]")
     var alarmRepeatMax: Int?
 
+    @Option(name: .customLong("public-url"), help: ArgumentHelp(
+        "The relay's public base URL; share links are URL/f#TOKEN. [default: https://HOST:PORT of the listener, localhost for 0.0.0.0]",
+        valueName: "url"))
+    var publicURL: String?
+
+    @Option(name: .customLong("watch-failures-per-address"), help: "Failed share-link watch attempts per client address within 15 minutes before watch is refused with rate_limited. [default: 20]")
+    var watchFailuresPerAddress: Int?
+
+    @Option(name: .customLong("share-min-ttl"), help: "For tests only: the shortest share-link ttl in seconds (the contract's is 60). [default: 60]")
+    var shareMinTTL: Int?
+
     @OptionGroup(title: "Web Push and webhook")
     var push: PushRelayOptions
 
@@ -139,6 +150,14 @@ struct RelayOptions: ParsableArguments {
             config.safety.alarmRepeatInterval = Int64(interval * 1000)
         }
         config.safety.alarmRepeatMax = try env.value(alarmRepeatMax, "alarm-repeat-max") ?? config.safety.alarmRepeatMax
+        if let url = try env.value(publicURL, "public-url") {
+            guard url.hasPrefix("https://") || url.hasPrefix("http://"), url.count > "https://".count else {
+                throw ValidationError("public-url must be an http:// or https:// URL, e.g. https://homeward.example.org")
+            }
+            config.publicURL = url
+        }
+        try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, "watch-failures-per-address")
+        try env.override(&config.shares.minimumTTL, shareMinTTL.map(Int64.init), "share-min-ttl")
         try push.apply(to: &config.push, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
@@ -169,6 +188,10 @@ struct RelayOptions: ParsableArguments {
         }
         guard config.relayLimits.registrationsPerAddress >= 0 else { throw ValidationError("registrations-per-address must be at least 0") }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
+        guard config.relayLimits.watchFailuresPerAddress >= 1 else { throw ValidationError("watch-failures-per-address must be at least 1") }
+        guard (1...config.shares.defaultTTL).contains(config.shares.minimumTTL) else {
+            throw ValidationError("share-min-ttl must be 1 to \(config.shares.defaultTTL) seconds")
+        }
         guard config.eventLoopThreads >= 1 else { throw ValidationError("threads must be at least 1") }
     }
 }

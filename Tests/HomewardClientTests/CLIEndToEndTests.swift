@@ -26,6 +26,34 @@ final class CLIEndToEndTests: XCTestCase {
         return (walker, follower)
     }
 
+    func testShareLinkLinksAndRevoke() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let (_, follower) = try await befriend(cli)
+        try await cli.run(["share", "start", "--invite", follower, "--profile", "walker"]).expectSuccess()
+
+        let bad = try await cli.run(["share", "link", "--ttl", "59", "--profile", "walker"])
+        XCTAssertNotEqual(bad.status, 0, "a ttl under 60 s is refused")
+        let made = try await cli.run(["share", "link", "--ttl", "600", "--json", "--profile", "walker"]).expectSuccess()
+        let share = try XCTUnwrap(made.json.first?["share"])
+        let token = try XCTUnwrap(share["token"]?.stringValue)
+        XCTAssertEqual(share["url"]?.stringValue, "https://127.0.0.1:\(relay.port)/f#\(token)")
+        let shareId = try XCTUnwrap(share["shareId"]?.stringValue)
+
+        let listed = try await cli.run(["share", "links", "--json", "--profile", "walker"]).expectSuccess()
+        guard case .array(let links)? = listed.json.first?["shares"] else { throw TimedOut(what: "a shares array in \(listed.stdout)") }
+        XCTAssertEqual(links.map { $0["shareId"]?.stringValue }, [shareId])
+        XCTAssertNil(links.first?["token"], "the token is not listed")
+
+        let notOwner = try await cli.run(["share", "revoke", shareId, "--profile", "follower"])
+        XCTAssertNotEqual(notOwner.status, 0)
+        try await cli.run(["share", "revoke", shareId, "--profile", "walker"]).expectSuccess()
+        let after = try await cli.run(["share", "links", "--profile", "walker"]).expectSuccess()
+        XCTAssertTrue(after.stdout.contains("no live share links"), after.stdout)
+        await relay.stop()
+    }
+
     func testAFollowerReceivesEveryPositionOfAWalkInOrderAndThePanic() async throws {
         let relay = try await LoopbackRelay.start()
         let cli = try CLIHarness(relay: relay)

@@ -5,8 +5,8 @@ import HomewardProtocol
 struct ShareCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "share",
-        abstract: "Share your walk: start a follow-me session, invite more friends, end it.",
-        subcommands: [Start.self, Invite.self, End.self, List.self],
+        abstract: "Share your walk: start a follow-me session, invite more friends, end it, or make a link for someone without an account.",
+        subcommands: [Start.self, Invite.self, End.self, List.self, Link.self, Links.self, Revoke.self],
         defaultSubcommand: List.self)
 
     @OptionGroup var global: GlobalOptions

@@ -66,6 +66,8 @@ final class EventPrinter {
             return line("session", "\(by) declined to follow you")
         case .sessionLeft(_, let by):
             return line("session", "\(by) stopped following you")
+        case .alarmAcknowledged(_, let by):
+            return line("alarm", "\(HumanFormat.shown(by)) acknowledged the alarm")
         case .sessionEnded(let id, let reason):
             return line("session", "session \(HumanFormat.shown(id)) ended (\(HumanFormat.shown(reason)))")
         case .sessionLost(let id, let last, let since):

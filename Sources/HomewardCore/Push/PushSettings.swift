@@ -15,22 +15,12 @@ public struct PushSettings: Sendable {
     public var checkSubscription: @Sendable (_ endpoint: String, _ p256dh: String, _ auth: String) async throws(RelayError) -> Void
     /// Called after outbox entries were stored, so the worker looks again.
     public var outboxChanged: @Sendable () -> Void
+    /// The relay's VAPID public key (base64url), sent as `vapidPublicKey` in sign-in replies.
+    public var vapidPublicKey: String?
 
     public init(checkSubscription: @escaping @Sendable (String, String, String) async throws(RelayError) -> Void = { _, _, _ in },
                 outboxChanged: @escaping @Sendable () -> Void = {}) {
         self.checkSubscription = checkSubscription
         self.outboxChanged = outboxChanged
-    }
-}
-
-/// What the sign-in `ok` reply says this relay has beyond protocol 1.0 (`features`), and what a
-/// client needs to use it (`vapidPublicKey`). The edge fills it from the configuration.
-public struct RelayFeatures: Sendable, Equatable {
-    public var names: [String] = []
-    public var vapidPublicKey: String?
-
-    public init(names: [String] = [], vapidPublicKey: String? = nil) {
-        self.names = names
-        self.vapidPublicKey = vapidPublicKey
     }
 }

@@ -18,6 +18,8 @@ public enum Event: Sendable, Equatable {
     case alarm(AlarmInfo, repeat: Int?)
     case alarmAcked(alarmId: String, by: String)
     case alarmCancelled(alarmId: String, reason: String)
+    /// What a share-link viewer gets for `alarm.acked` (protocol 1.1 names it so for viewers).
+    case alarmAcknowledged(alarmId: String, by: String)
 
     public var type: String {
         switch self {
@@ -37,6 +39,7 @@ public enum Event: Sendable, Equatable {
         case .alarm: return "alarm"
         case .alarmAcked: return "alarm.acked"
         case .alarmCancelled: return "alarm.cancelled"
+        case .alarmAcknowledged: return "alarm.acknowledged"
         }
     }
 
@@ -58,7 +61,7 @@ public enum Event: Sendable, Equatable {
         case .sessionResumed(let id): fields = [("sessionId", .string(id))]
         case .alarm(let alarm, let count):
             fields = [("alarm", alarm.json)] + (count.map { [("repeat", JSONValue.int(Int64($0)))] } ?? [])
-        case .alarmAcked(let id, let by): fields = [("alarmId", .string(id)), ("by", .string(by))]
+        case .alarmAcked(let id, let by), .alarmAcknowledged(let id, let by): fields = [("alarmId", .string(id)), ("by", .string(by))]
         case .alarmCancelled(let id, let reason): fields = [("alarmId", .string(id)), ("reason", .string(reason))]
         }
         return Message.event(type, fields)
@@ -115,6 +118,9 @@ public enum Event: Sendable, Equatable {
         case "alarm.acked":
             guard let id = json.string("alarmId"), let by else { return nil }
             self = .alarmAcked(alarmId: id, by: by)
+        case "alarm.acknowledged":
+            guard let id = json.string("alarmId"), let by else { return nil }
+            self = .alarmAcknowledged(alarmId: id, by: by)
         case "alarm.cancelled":
             guard let id = json.string("alarmId") else { return nil }
             self = .alarmCancelled(alarmId: id, reason: json.string("reason") ?? "cancelled")

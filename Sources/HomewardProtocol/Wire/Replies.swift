@@ -10,7 +10,7 @@ public protocol ReplyBody: Sendable {
 public struct SignInReply: ReplyBody, Equatable {
     public var user: UserInfo
     public var token: String?
-    /// Version 1.1: what this relay adds to the base protocol (`"push"`, ...); empty from older relays.
+    /// What this relay offers beyond version 1 (protocol 1.1), e.g. `["share", "push"]`; empty from a version-1 relay.
     public var features: [String]
     /// The relay's VAPID public key (base64url) when it has `"push"`.
     public var vapidPublicKey: String?
@@ -23,11 +23,8 @@ public struct SignInReply: ReplyBody, Equatable {
     }
 
     public var fields: [(String, JSONValue)] {
-        var fields: [(String, JSONValue)] = [("user", user.json)]
-        if let token { fields.append(("token", .string(token))) }
-        if !features.isEmpty { fields.append(("features", .strings(features))) }
-        if let vapidPublicKey { fields.append(("vapidPublicKey", .string(vapidPublicKey))) }
-        return fields
+        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? []) + [("features", .strings(features))]
+            + (vapidPublicKey.map { [("vapidPublicKey", JSONValue.string($0))] } ?? [])
     }
 
     public init?(json: JSONValue) {

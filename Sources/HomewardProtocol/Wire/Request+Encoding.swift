@@ -34,6 +34,10 @@ extension Request {
         case .pushUnsubscribe: return "push.unsubscribe"
         case .pushList: return "push.list"
         case .ping: return "ping"
+        case .shareCreate: return "share.create"
+        case .shareList: return "share.list"
+        case .shareRevoke: return "share.revoke"
+        case .watch: return "watch"
         }
     }
 
@@ -52,7 +56,7 @@ extension Request {
             add("username", .string(username))
             add("password", .string(password))
         case .hello(let token): add("token", .string(token))
-        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .pushList: break
+        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList, .pushList: break
         case .logoutAll: add("all", .bool(true))
         case .authRevoke(let id): add("tokenId", .string(id))
         case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
@@ -90,6 +94,11 @@ extension Request {
             add("endpoint", .string(subscription.endpoint))
             add("keys", .object([("p256dh", .string(subscription.p256dh)), ("auth", .string(subscription.auth))]))
         case .pushUnsubscribe(let id): add("subscriptionId", .string(id))
+        case .shareCreate(let id, let ttl):
+            add("sessionId", .string(id))
+            add("ttl", ttl.map(JSONValue.int))
+        case .shareRevoke(let id): add("shareId", .string(id))
+        case .watch(let token): add("token", .string(token))
         }
         return fields
     }

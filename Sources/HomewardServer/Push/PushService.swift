@@ -8,7 +8,6 @@ import Logging
 /// the worker's wake-up), what sign-in replies announce, and the delivery worker over the store's outbox.
 struct PushService: Sendable {
     let settings: PushSettings
-    let features: RelayFeatures
     private let worker: PushDeliveryWorker?
 
     init(configuration: PushConfiguration, vapidKey: VAPIDKey, store: any RelayStore, metrics: any MetricsFactory,
@@ -37,8 +36,8 @@ struct PushService: Sendable {
         } else {
             self.worker = nil
         }
+        settings.vapidPublicKey = vapidKey.publicKeyBase64URL
         self.settings = settings
-        features = RelayFeatures(names: ["push"], vapidPublicKey: vapidKey.publicKeyBase64URL)
     }
 
     func start(relay: Relay) async {

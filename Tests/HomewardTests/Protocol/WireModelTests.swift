@@ -34,6 +34,8 @@ final class WireModelTests: XCTestCase {
         .pushSubscribe(Request.PushSubscribe(endpoint: "https://push.example.net/s/1", p256dh: "BCVxsr7N", auth: "BTBZMqHH")),
         .pushUnsubscribe(subscriptionId: "p_1"), .pushList,
         .ping,
+        .shareCreate(sessionId: "s_1", ttl: 3600), .shareCreate(sessionId: "s_1", ttl: nil), .shareList,
+        .shareRevoke(shareId: "sh_1"), .watch(token: "t0k3n"),
     ]
 
     static let events: [Event] = [
@@ -45,6 +47,7 @@ final class WireModelTests: XCTestCase {
         .sessionLost(sessionId: "s_1", lastPosition: here, since: now), .sessionResumed(sessionId: "s_1"),
         .alarm(alarm, repeat: nil), .alarm(alarm, repeat: 3),
         .alarmAcked(alarmId: "a_1", by: "bob"), .alarmCancelled(alarmId: "a_1", reason: "false alarm"),
+        .alarmAcknowledged(alarmId: "a_1", by: "bob"),
     ]
 
     /// Through bytes, as on the wire.
@@ -79,7 +82,17 @@ final class WireModelTests: XCTestCase {
         let bob = UserInfo(username: "bob", name: "bob")
         try check(SignInReply(user: Self.alice, token: "t0k3n"))
         try check(SignInReply(user: Self.alice, token: nil))
-        try check(SignInReply(user: Self.alice, token: nil, features: ["push"], vapidPublicKey: "BP4z9KsN"))
+        try check(SignInReply(user: Self.alice, token: "t0k3n", features: ["share"]))
+        let share = ShareInfo(id: "sh_1", sessionId: "s_1", createdAt: Self.now, expiresAt: Self.now + 7_200_000, token: "t0k3n",
+                              url: "https://relay.example/f#t0k3n")
+        try check(ShareCreateReply(share: share))
+        try check(ShareListReply(shares: [ShareInfo(id: "sh_1", sessionId: "s_1", createdAt: Self.now, expiresAt: Self.now + 60_000)]))
+        let watched = WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 60_000,
+                                     destination: Destination(lat: 57.706, lon: 11.97, radius: 50), checkInBy: Self.now + 30_000)
+        try check(WatchReply(session: watched, lastPosition: Self.here))
+        try check(WatchReply(session: WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 1),
+                             lastPosition: nil))
+        try check(SignInReply(user: Self.alice, token: nil, features: ["share", "push"], vapidPublicKey: "BP4z9KsN"))
         try check(PushSubscribeReply(subscriptionId: "p_1"))
         try check(PushListReply(subscriptions: [PushSubscriptionInfo(subscriptionId: "p_1", endpoint: "https://push.example.net/s/1", createdAt: Self.now)]))
         try check(PushListReply(subscriptions: []))

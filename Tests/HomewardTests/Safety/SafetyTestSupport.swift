@@ -21,6 +21,7 @@ final class ManualClock: Sendable {
 /// A connection that records what the relay sends it.
 final class RecordingSink: ClientSink {
     private let received = Mutex<[JSONValue]>([])
+    private let closedWith = Mutex<[CloseCode]>([])
     let name: String
 
     init(_ name: String) { self.name = name }
@@ -30,7 +31,10 @@ final class RecordingSink: ClientSink {
         received.withLock { $0.append(value) }
     }
 
-    func close(_ code: CloseCode, reason: String) {}
+    func close(_ code: CloseCode, reason: String) { closedWith.withLock { $0.append(code) } }
+
+    /// The close codes the relay asked for, in order.
+    var closes: [CloseCode] { closedWith.withLock { $0 } }
 
     var messages: [JSONValue] { received.withLock { $0 } }
 

@@ -124,6 +124,49 @@ struct StoreContractTests {
             #expect(state.alarmContacts.isEmpty)
             #expect(state.sessions.isEmpty)
             #expect(state.alarms.isEmpty)
+            #expect(state.shares.isEmpty)
+        }
+    }
+
+    // MARK: - Share links
+
+    /// A link is stored with its token's hash only, survives reopening, and is gone once removed or
+    /// once its session ends (the link references it).
+    @Test(arguments: StoreKind.allCases)
+    func shareLinksSurviveReopeningUntilRemoved(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice", "bob"))
+            let session = FollowSession(id: "s_1", owner: "alice", note: nil, startedAt: 5_000)
+            let first = ShareLink(id: "sh_1", sessionId: "s_1", owner: "alice", tokenHash: String(repeating: "a", count: 64),
+                                  createdAt: 5_100, expiresAt: 9_000)
+            let second = ShareLink(id: "sh_2", sessionId: "s_1", owner: "alice", tokenHash: String(repeating: "b", count: 64),
+                                   createdAt: 5_200, expiresAt: 8_000)
+            try await store.apply([.saveSession(session), .saveShare(first), .saveShare(second)])
+            #expect(try await reopenAndLoad(store, subject).shares == [first, second])
+
+            let reopened = try await subject.open()
+            try await reopened.apply([.removeShare(id: "sh_1")])
+            // Saving the session again (a check-in, an invite) keeps its links.
+            try await reopened.apply([.saveSession(session)])
+            #expect(try await reopenAndLoad(reopened, subject).shares == [second])
+        }
+    }
+
+    /// Two links cannot share a token hash: the second batch fails whole and the first link stays.
+    @Test(arguments: StoreKind.allCases)
+    func aRepeatedShareTokenHashIsRefused(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice"))
+            let session = FollowSession(id: "s_1", owner: "alice", note: nil, startedAt: 5_000)
+            let link = ShareLink(id: "sh_1", sessionId: "s_1", owner: "alice", tokenHash: "same", createdAt: 1, expiresAt: 2)
+            try await store.apply([.saveSession(session), .saveShare(link)])
+            await #expect(throws: (any Error).self) {
+                try await store.apply([.saveShare(ShareLink(id: "sh_2", sessionId: "s_1", owner: "alice", tokenHash: "same",
+                                                            createdAt: 3, expiresAt: 4))])
+            }
+            #expect(try await reopenAndLoad(store, subject).shares == [link])
         }
     }
 
