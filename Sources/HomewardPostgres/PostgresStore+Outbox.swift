@@ -4,25 +4,47 @@ import PostgresNIO
 
 /// The outbox as the delivery worker uses it (the same statements as `SQLiteStore+Outbox`).
 extension PostgresStore: PushOutboxStore {
-    public func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry] {
+    public func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry] {
+        try await withConnection("outbox claim") { db, logger in
+            // SKIP LOCKED: relays sharing the database claim disjoint entries instead of waiting for each other.
+            try await Self.entries(db.query("""
+                WITH due AS (
+                    SELECT id FROM push_outbox WHERE next_attempt_at <= \(now)
+                    ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
+                ), claimed AS (
+                    UPDATE push_outbox AS o SET next_attempt_at = \(now + lease) FROM due WHERE o.id = due.id
+                    RETURNING o.id
+                )
+                SELECT o.id, o.kind, o.subscription_id, o.endpoint, o.p256dh, o.auth, o.payload, o.urgency, o.topic, o.ttl,
+                       o.alarm_id, o.created_at, o.next_attempt_at, o.attempts
+                FROM push_outbox AS o JOIN claimed ON claimed.id = o.id
+                ORDER BY o.next_attempt_at, o.created_at, o.id
+                """, logger: logger))
+        }
+    }
+
+    public func pendingOutboxEntries(limit: Int) async throws -> [OutboxEntry] {
         try await withConnection("outbox read") { db, logger in
-            var entries: [OutboxEntry] = []
-            let rows = try await db.query("""
+            try await Self.entries(db.query("""
                 SELECT id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm_id,
                        created_at, next_attempt_at, attempts
-                FROM push_outbox WHERE next_attempt_at <= \(now) ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit))
-                """, logger: logger)
-            for try await (id, kind, subscription, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm, created, next, attempts)
-                in rows.decode((String, String, String?, String, String, String, Data, String, String?, Int64, String?, Int64, Int64, Int64).self)
-            {
-                guard let kind = OutboxEntry.Kind(rawValue: kind) else { continue }
-                entries.append(OutboxEntry(
-                    id: id, kind: kind, subscriptionId: subscription, endpoint: endpoint, p256dh: p256dh, auth: auth,
-                    payload: [UInt8](payload), urgency: urgency, topic: topic, ttl: Int(ttl), alarmId: alarm, createdAt: created,
-                    nextAttemptAt: next, attempts: Int(attempts)))
-            }
-            return entries
+                FROM push_outbox ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit))
+                """, logger: logger))
         }
+    }
+
+    private static func entries(_ rows: PostgresRowSequence) async throws -> [OutboxEntry] {
+        var entries: [OutboxEntry] = []
+        for try await (id, kind, subscription, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm, created, next, attempts)
+            in rows.decode((String, String, String?, String, String, String, Data, String, String?, Int64, String?, Int64, Int64, Int64).self)
+        {
+            guard let kind = OutboxEntry.Kind(rawValue: kind) else { continue }
+            entries.append(OutboxEntry(
+                id: id, kind: kind, subscriptionId: subscription, endpoint: endpoint, p256dh: p256dh, auth: auth,
+                payload: [UInt8](payload), urgency: urgency, topic: topic, ttl: Int(ttl), alarmId: alarm, createdAt: created,
+                nextAttemptAt: next, attempts: Int(attempts)))
+        }
+        return entries
     }
 
     public func nextOutboxAttempt() async throws -> Int64? {

@@ -47,10 +47,16 @@ public struct OutboxEntry: Sendable, Equatable {
 }
 
 /// The outbox as the delivery worker sees it. Entries are added only through `StoreChange`s (with
-/// what caused them); the worker reads what is due and records each attempt's result.
+/// what caused them); the worker claims what is due and records each attempt's result.
 public protocol PushOutboxStore: Sendable {
-    /// Entries whose `nextAttemptAt` is at or before `now`, oldest first, at most `limit`.
-    func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry]
+    /// Claims the entries whose `nextAttemptAt` is at or before `now` (at most `limit`, oldest first):
+    /// in one step their `nextAttemptAt` moves to `now + lease`, so that no other relay on the same
+    /// database (nor this one, on its next pass) sends them while this attempt is in flight; the
+    /// attempt's result then reschedules or removes them, and a relay that dies mid-send leaves them
+    /// to be tried again when the lease ends. Returns them as they were before the claim.
+    func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry]
+    /// Every entry, in the order they come due, without claiming any (for inspection).
+    func pendingOutboxEntries(limit: Int) async throws -> [OutboxEntry]
     /// The earliest `nextAttemptAt` of any entry, if there is one.
     func nextOutboxAttempt() async throws -> Int64?
     /// Delivered or given up: the entry is removed.

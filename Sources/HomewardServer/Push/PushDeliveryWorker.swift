@@ -14,7 +14,9 @@ import Logging
 ///   the entry is an hour old (`maxAge`), then dropped;
 /// - anything else: it will never be accepted; dropped as failed.
 /// An entry is removed only after its answer, so a push queued before a crash is sent after the
-/// restart (at least once: a crash between the answer and the removal would send it again).
+/// restart (at least once: a crash between the answer and the removal would send it again). Entries
+/// are claimed with a lease (`PushOutboxStore.claimDueOutboxEntries`), so relays sharing one
+/// PostgreSQL database do not send the same entry twice.
 actor PushDeliveryWorker {
     struct Credentials: Sendable {
         let vapidKey: VAPIDKey
@@ -37,6 +39,9 @@ actor PushDeliveryWorker {
     private var woken = false
 
     static let batchSize = 32
+    /// How long a claimed entry is left to this relay (each send has a 10 s timeout); after a crash
+    /// mid-send the entry is tried again when its lease ends.
+    static let lease: Int64 = 120_000
     static let firstBackoff: Int64 = 1_000
     static let maxBackoff: Int64 = 300_000
     /// When the store fails, the loop waits this long before it reads again.
@@ -100,7 +105,7 @@ actor PushDeliveryWorker {
 
     /// Attempts every entry due now (at most a batch); returns how many there were.
     func deliverDue() async throws -> Int {
-        let due = try await store.dueOutboxEntries(now: clock(), limit: Self.batchSize)
+        let due = try await store.claimDueOutboxEntries(now: clock(), limit: Self.batchSize, lease: Self.lease)
         // Pushes go out side by side; webhook calls one after another, in the order they were
         // queued, so a dispatch desk hears of an alarm before its acknowledgement.
         await withTaskGroup(of: Void.self) { group in

@@ -63,7 +63,7 @@ final class PushDeliveryWorkerTests: XCTestCase {
     }
 
     private var waiting: [OutboxEntry] {
-        get async throws { try await store.dueOutboxEntries(now: .max, limit: 100) }
+        get async throws { try await store.pendingOutboxEntries(limit: 100) }
     }
 
     func testADeliveredPushIsRemovedAndCarriesTheHeadersOfItsEntry() async throws {

@@ -43,19 +43,42 @@ extension StoreContractTests {
             let box = try outbox(reopened)
             #expect(try await box.outboxDepth() == 3)
             #expect(try await box.nextOutboxAttempt() == 10)
-            #expect(try await box.dueOutboxEntries(now: 5, limit: 10).isEmpty)
-            let due = try await box.dueOutboxEntries(now: 25, limit: 10)
+            #expect(try await box.claimDueOutboxEntries(now: 5, limit: 10, lease: 1_000).isEmpty)
+            #expect(try await box.pendingOutboxEntries(limit: 10).map(\.id) == ["o_1", "o_2", "o_3"])
+            let due = try await box.claimDueOutboxEntries(now: 25, limit: 10, lease: 1_000)
             #expect(due.map(\.id) == ["o_1", "o_2"])
-            #expect(due.first == entry("o_1", at: 10, payload: payload))
-            #expect(try await box.dueOutboxEntries(now: 100, limit: 2).map(\.id) == ["o_1", "o_2"])
+            #expect(due.first == entry("o_1", at: 10, payload: payload), "returned as stored, before the claim")
+            // o_1 and o_2 are claimed until 1025: neither this relay nor another gets them again before.
+            #expect(try await box.claimDueOutboxEntries(now: 1_024, limit: 10, lease: 1_000).map(\.id) == ["o_3"])
+            #expect(try await box.nextOutboxAttempt() == 1_025)
 
             try await box.rescheduleOutboxEntry(id: "o_1", at: 50, attempts: 1)
             try await box.removeOutboxEntry(id: "o_2")
-            let later = try await box.dueOutboxEntries(now: 100, limit: 10)
-            #expect(later.map(\.id) == ["o_3", "o_1"])
-            #expect(later.last?.attempts == 1 && later.last?.nextAttemptAt == 50)
-            #expect(later.first?.kind == .webhook && later.first?.subscriptionId == nil)
+            let retried = try await box.claimDueOutboxEntries(now: 100, limit: 10, lease: 1_000)
+            #expect(retried.map(\.id) == ["o_1"])
+            #expect(retried.first?.attempts == 1 && retried.first?.nextAttemptAt == 50)
+            // A lease that ends (the relay died mid-send) makes the entry due again.
+            let expired = try await box.claimDueOutboxEntries(now: 3_000, limit: 10, lease: 1_000)
+            #expect(expired.map(\.id) == ["o_1", "o_3"])
+            #expect(expired.last?.kind == .webhook && expired.last?.subscriptionId == nil)
             try await subject.close(reopened)
+        }
+    }
+
+    /// Two relays on one database (PostgreSQL) claiming at the same moment get disjoint entries.
+    @Test(arguments: StoreKind.allCases)
+    func concurrentClaimsGetDisjointEntries(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            let other = try await subject.open()
+            try await store.apply((1...20).map { .enqueueOutbox(entry("o_\($0)", at: Int64($0))) })
+            async let first = outbox(store).claimDueOutboxEntries(now: 100, limit: 15, lease: 1_000)
+            async let second = outbox(other).claimDueOutboxEntries(now: 100, limit: 15, lease: 1_000)
+            let (a, b) = try await (first.map(\.id), second.map(\.id))
+            #expect(Set(a).isDisjoint(with: b), "\(a) \(b)")
+            #expect(Set(a).union(b).count == 20)
+            try await subject.close(other)
+            try await subject.close(store)
         }
     }
 
@@ -69,7 +92,7 @@ extension StoreContractTests {
                 .enqueueOutbox(entry("o_4", subscription: "p_9", at: 4)),
             ])
             try await store.apply([.cancelAlarmPushes(alarmId: "a_1"), .deletePushSubscription(id: "p_9")])
-            #expect(try await outbox(store).dueOutboxEntries(now: 10, limit: 10).map(\.id) == ["o_2", "o_3"])
+            #expect(try await outbox(store).pendingOutboxEntries(limit: 10).map(\.id) == ["o_2", "o_3"])
             try await subject.close(store)
         }
     }
@@ -82,7 +105,7 @@ extension StoreContractTests {
             await #expect(throws: (any Error).self) {
                 try await store.apply([.enqueueOutbox(entry("o_2", at: 2)), .enqueueOutbox(entry("o_1", at: 3))])
             }
-            #expect(try await outbox(store).dueOutboxEntries(now: 10, limit: 10).map(\.id) == ["o_1"])
+            #expect(try await outbox(store).pendingOutboxEntries(limit: 10).map(\.id) == ["o_1"])
             try await subject.close(store)
         }
     }
