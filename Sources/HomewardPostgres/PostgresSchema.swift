@@ -183,7 +183,8 @@ enum PostgresSchema {
                 alarm_id TEXT COLLATE "C",
                 created_at BIGINT NOT NULL,
                 next_attempt_at BIGINT NOT NULL,
-                attempts BIGINT NOT NULL DEFAULT 0
+                attempts BIGINT NOT NULL DEFAULT 0,
+                claimed_until BIGINT
             )
             """,
             "CREATE INDEX push_outbox_due ON push_outbox(next_attempt_at)",

@@ -9,10 +9,11 @@ extension PostgresStore: PushOutboxStore {
             // SKIP LOCKED: relays sharing the database claim disjoint entries instead of waiting for each other.
             try await Self.entries(db.query("""
                 WITH due AS (
-                    SELECT id FROM push_outbox WHERE next_attempt_at <= \(now)
+                    SELECT id FROM push_outbox
+                    WHERE next_attempt_at <= \(now) AND (claimed_until IS NULL OR claimed_until <= \(now))
                     ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
                 ), claimed AS (
-                    UPDATE push_outbox AS o SET next_attempt_at = \(now + lease) FROM due WHERE o.id = due.id
+                    UPDATE push_outbox AS o SET claimed_until = \(now + lease) FROM due WHERE o.id = due.id
                     RETURNING o.id
                 )
                 SELECT o.id, o.kind, o.subscription_id, o.endpoint, o.p256dh, o.auth, o.payload, o.urgency, o.topic, o.ttl,
@@ -50,11 +51,15 @@ extension PostgresStore: PushOutboxStore {
     public func nextOutboxAttempt() async throws -> Int64? {
         try await withConnection("outbox next") { db, logger in
             var next: Int64?
-            for try await value in try await db.query("SELECT MIN(next_attempt_at) FROM push_outbox", logger: logger)
-                .decode(Int64?.self) { next = value }
+            for try await value in try await db.query(
+                "SELECT MIN(GREATEST(next_attempt_at, COALESCE(claimed_until, 0))) FROM push_outbox", logger: logger
+            ).decode(Int64?.self) { next = value }
             return next
         }
     }
+
+    /// Claims on a shared database may be another relay's: they end with their lease (see the protocol).
+    public func releaseClaimsAfterRestart() async throws {}
 
     public func removeOutboxEntry(id: String) async throws {
         try await withConnection("outbox remove") { db, logger in
@@ -64,7 +69,7 @@ extension PostgresStore: PushOutboxStore {
 
     public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
         try await withConnection("outbox reschedule") { db, logger in
-            try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)) WHERE id = \(id)",
+            try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)), claimed_until = NULL WHERE id = \(id)",
                                logger: logger)
         }
     }

@@ -6,9 +6,10 @@ import HomewardCore
 extension SQLiteStore: PushOutboxStore {
     public func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry] {
         try await writer.write { db in
-            let due = try Self.entries(db, where: "WHERE next_attempt_at <= ?", [now], limit: limit)
+            let due = try Self.entries(
+                db, where: "WHERE next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)", [now, now], limit: limit)
             for entry in due {
-                try db.execute(sql: "UPDATE push_outbox SET next_attempt_at = ? WHERE id = ?", arguments: [now + lease, entry.id])
+                try db.execute(sql: "UPDATE push_outbox SET claimed_until = ? WHERE id = ?", arguments: [now + lease, entry.id])
             }
             return due
         }
@@ -37,7 +38,13 @@ extension SQLiteStore: PushOutboxStore {
     }
 
     public func nextOutboxAttempt() async throws -> Int64? {
-        try await writer.read { db in try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM push_outbox") }
+        try await writer.read { db in
+            try Int64.fetchOne(db, sql: "SELECT MIN(MAX(next_attempt_at, COALESCE(claimed_until, 0))) FROM push_outbox")
+        }
+    }
+
+    public func releaseClaimsAfterRestart() async throws {
+        try await writer.write { db in try db.execute(sql: "UPDATE push_outbox SET claimed_until = NULL WHERE claimed_until IS NOT NULL") }
     }
 
     public func removeOutboxEntry(id: String) async throws {
@@ -46,7 +53,7 @@ extension SQLiteStore: PushOutboxStore {
 
     public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
         try await writer.write { db in
-            try db.execute(sql: "UPDATE push_outbox SET next_attempt_at = ?, attempts = ? WHERE id = ?", arguments: [at, attempts, id])
+            try db.execute(sql: "UPDATE push_outbox SET next_attempt_at = ?, attempts = ?, claimed_until = NULL WHERE id = ?", arguments: [at, attempts, id])
         }
     }
 

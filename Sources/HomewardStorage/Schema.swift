@@ -171,7 +171,9 @@ enum Schema {
                     alarm_id TEXT,
                     created_at INTEGER NOT NULL,
                     next_attempt_at INTEGER NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    -- Set while a relay is sending the entry (see PushOutboxStore.claimDueOutboxEntries).
+                    claimed_until INTEGER
                 );
                 CREATE INDEX push_outbox_due ON push_outbox(next_attempt_at);
                 CREATE INDEX push_outbox_by_subscription ON push_outbox(subscription_id);

@@ -377,7 +377,13 @@ async def test_a_push_pending_at_kill_9_is_delivered_after_restart_exactly_once(
             double.script(phone.path, (503, {"Retry-After": "3"}))
             await subscribe(b, phone)
             alarm_id = (await a.ok("alarm.raise"))["alarm"]["alarmId"]
-            await double.wait_for(phone.path)  # the first attempt got 503; the retry waits in the outbox
+            await double.wait_for(phone.path)  # the first attempt got 503
+            # The relay counts the retry once it is stored: only then is the push "pending" in the outbox
+            # (killed mid-send, it would wait for the end of its 2-minute lease instead).
+            deadline = time.monotonic() + 10
+            while metric(r, "homeward_push_retried_total") < 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert metric(r, "homeward_push_retried_total") == 1
         finally:
             await hw.aclose()
         await r.restart_async(hard=True)  # kill -9, start again on the same data dir

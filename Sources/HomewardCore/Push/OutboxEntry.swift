@@ -49,12 +49,17 @@ public struct OutboxEntry: Sendable, Equatable {
 /// The outbox as the delivery worker sees it. Entries are added only through `StoreChange`s (with
 /// what caused them); the worker claims what is due and records each attempt's result.
 public protocol PushOutboxStore: Sendable {
-    /// Claims the entries whose `nextAttemptAt` is at or before `now` (at most `limit`, oldest first):
-    /// in one step their `nextAttemptAt` moves to `now + lease`, so that no other relay on the same
-    /// database (nor this one, on its next pass) sends them while this attempt is in flight; the
-    /// attempt's result then reschedules or removes them, and a relay that dies mid-send leaves them
-    /// to be tried again when the lease ends. Returns them as they were before the claim.
+    /// Claims the entries whose `nextAttemptAt` is at or before `now` and that nobody holds (at most
+    /// `limit`, oldest first): in one step they are held until `now + lease`, so that no other relay on
+    /// the same database (nor this one, on its next pass) sends them while this attempt is in flight.
+    /// The attempt's result then reschedules (releasing the claim) or removes them; a relay that dies
+    /// mid-send leaves them to be tried again when the lease ends, or at once after its restart where
+    /// `releaseClaimsAfterRestart` can tell the claims were its own.
     func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry]
+    /// At the start of a relay: releases the claims an earlier run of this same relay left behind. The
+    /// SQLite store belongs to one relay, so it releases every claim; on PostgreSQL, shared by several
+    /// relays, a claim may be another's, so claims are left to end with their lease.
+    func releaseClaimsAfterRestart() async throws
     /// Every entry, in the order they come due, without claiming any (for inspection).
     func pendingOutboxEntries(limit: Int) async throws -> [OutboxEntry]
     /// The earliest `nextAttemptAt` of any entry, if there is one.

@@ -89,6 +89,11 @@ actor PushDeliveryWorker {
     }
 
     private func run() async {
+        do {
+            try await store.releaseClaimsAfterRestart()
+        } catch {
+            logger.warning("push outbox: cannot release the claims of the last run; they end with their lease", metadata: ["error": "\(error)"])
+        }
         while !Task.isCancelled {
             let next: Int64?
             do {
@@ -160,12 +165,14 @@ actor PushDeliveryWorker {
             guard at - entry.createdAt <= maxAge else {
                 return await finish(entry, counter: metrics.dropped, why: "still failing (\(status.map(String.init) ?? "no answer")) after an hour")
             }
-            metrics.retried.increment()
             do {
                 try await store.rescheduleOutboxEntry(id: entry.id, at: at, attempts: attempts)
             } catch {
+                // The claim's lease still holds it: it is tried again when the lease ends.
                 logger.warning("push outbox: cannot reschedule", metadata: ["entry": "\(entry.id)", "error": "\(error)"])
             }
+            // Counted once stored, so that whoever reads the counter knows the retry is durable.
+            metrics.retried.increment()
         }
     }
 

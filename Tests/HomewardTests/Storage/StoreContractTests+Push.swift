@@ -47,7 +47,7 @@ extension StoreContractTests {
             #expect(try await box.pendingOutboxEntries(limit: 10).map(\.id) == ["o_1", "o_2", "o_3"])
             let due = try await box.claimDueOutboxEntries(now: 25, limit: 10, lease: 1_000)
             #expect(due.map(\.id) == ["o_1", "o_2"])
-            #expect(due.first == entry("o_1", at: 10, payload: payload), "returned as stored, before the claim")
+            #expect(due.first == entry("o_1", at: 10, payload: payload), "returned as stored")
             // o_1 and o_2 are claimed until 1025: neither this relay nor another gets them again before.
             #expect(try await box.claimDueOutboxEntries(now: 1_024, limit: 10, lease: 1_000).map(\.id) == ["o_3"])
             #expect(try await box.nextOutboxAttempt() == 1_025)
@@ -59,9 +59,29 @@ extension StoreContractTests {
             #expect(retried.first?.attempts == 1 && retried.first?.nextAttemptAt == 50)
             // A lease that ends (the relay died mid-send) makes the entry due again.
             let expired = try await box.claimDueOutboxEntries(now: 3_000, limit: 10, lease: 1_000)
-            #expect(expired.map(\.id) == ["o_1", "o_3"])
-            #expect(expired.last?.kind == .webhook && expired.last?.subscriptionId == nil)
+            #expect(expired.map(\.id) == ["o_3", "o_1"])
+            #expect(expired.first?.kind == .webhook && expired.first?.subscriptionId == nil)
             try await subject.close(reopened)
+        }
+    }
+
+    /// After a restart the SQLite store (one relay's own) releases every claim at once; PostgreSQL
+    /// (shared) leaves them to their lease.
+    @Test(arguments: StoreKind.allCases)
+    func claimsOfAnEarlierRunAreReleasedOnlyWhereTheStoreIsTheRelaysOwn(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply([.enqueueOutbox(entry("o_1", at: 10))])
+            #expect(try await outbox(store).claimDueOutboxEntries(now: 100, limit: 10, lease: 120_000).map(\.id) == ["o_1"])
+            try await subject.close(store)
+
+            let restarted = try await subject.open()
+            try await outbox(restarted).releaseClaimsAfterRestart()
+            let again = try await outbox(restarted).claimDueOutboxEntries(now: 101, limit: 10, lease: 120_000).map(\.id)
+            #expect(again == (kind == .sqlite ? ["o_1"] : []))
+            #expect(try await outbox(restarted).claimDueOutboxEntries(now: 120_100, limit: 10, lease: 1_000).map(\.id)
+                    == (kind == .sqlite ? [] : ["o_1"]))
+            try await subject.close(restarted)
         }
     }
 
