@@ -52,6 +52,15 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The relays' bus on nats-server (--bus nats://...): a RelayBus over HomewardNATS.
+        .target(
+            name: "HomewardCluster",
+            dependencies: [
+                "HomewardCore", "HomewardProtocol", "HomewardNATS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Web Push (RFC 8030) as an application server: message encryption (RFC 8291, aes128gcm),
         // VAPID (RFC 8292) and a sender on async-http-client. Knows nothing of Homeward.
         .target(
@@ -83,7 +92,8 @@ let package = Package(
         .target(
             name: "HomewardServer",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardWebPush",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
+                "HomewardWebPush",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -174,7 +184,7 @@ let package = Package(
         .testTarget(
             name: "HomewardTests",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
                 "HomewardWebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -1,5 +1,7 @@
 import Foundation
+import HomewardCluster
 import HomewardCore
+import HomewardPostgres
 import HomewardProtocol
 import HomewardStorage
 import Logging
@@ -35,6 +37,7 @@ public struct RelayServer: Sendable {
             throw RelayStartupError.cannotCreateDataDirectory(path: config.dataDirectory, reason: RelayStartupError.fileReason(error))
         }
         let tls = try resolveTLS()
+        let site = try loadWebSite()
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
@@ -46,10 +49,12 @@ public struct RelayServer: Sendable {
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
+        let bus = try await openBus(closing: store)
         let push: PushService
         do {
             push = try PushService(configuration: config.push, vapidKey: vapidKey, store: store.store, metrics: factory, logger: logger)
         } catch {
+            await bus.stop()
             await store.close()
             throw error
         }
@@ -57,13 +62,17 @@ public struct RelayServer: Sendable {
         do {
             relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, logger: logger, metrics: factory, push: push.settings)
+                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
+                                    logger: logger, metrics: factory, push: push.settings)
+            try await relay.startBus()
         } catch {
+            await bus.stop()
             await push.stop()
             await store.close()
             throw error
         }
         await push.start(relay: relay)
+        let cluster = ClusterMembership(relay: relay, lease: timerLease(for: relay, bus: bus))
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
@@ -77,7 +86,8 @@ public struct RelayServer: Sendable {
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
-                                       exposition: { prometheus.emitToBuffer() }, vapidPublicKey: vapidKey.publicKeyBase64URL)
+                                       exposition: { prometheus.emitToBuffer() }, site: site,
+                                       vapidPublicKey: vapidKey.publicKeyBase64URL)
 
         let channel: any Channel
         do {
@@ -105,6 +115,7 @@ public struct RelayServer: Sendable {
         } catch {
             try? await group.shutdownGracefully()
             await relay.drain()
+            await cluster.leave()
             await push.stop()
             await store.close()
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
@@ -113,14 +124,54 @@ public struct RelayServer: Sendable {
         await relay.setSharePublicURL(config.sharePublicURL(port: port))
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
+            "bus": "\(config.bus)", "node": "\(config.nodeID)",
             "threads": "\(config.eventLoopThreads)",
         ])
         if let ca = tls.devCA {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
-                            connections: connections, unauthenticated: unauthenticated,
+                            connections: connections, unauthenticated: unauthenticated, leaveCluster: cluster.leave,
                             closeStore: { await push.stop(); await store.close() }, logger: logger)
+    }
+
+    /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
+    private func openBus(closing store: OpenedStore) async throws -> any RelayBus {
+        guard case .nats(let servers) = configuration.bus else { return LocalBus() }
+        do {
+            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger)
+        } catch {
+            await store.close()
+            throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
+        }
+    }
+
+    /// On a shared bus, the relays compete for the timers through PostgreSQL (see `PostgresTimerLease`).
+    private func timerLease(for relay: Relay, bus: any RelayBus) -> PostgresTimerLease? {
+        guard bus.isShared, case .postgres(let location) = configuration.store else { return nil }
+        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger) { owns in
+            relay.setOwnsTimers(owns)
+        }
+    }
+
+    /// The web app's files, read once here so that serving them never touches the disk on an event loop.
+    private func loadWebSite() throws -> WebSite {
+        let web = configuration.web
+        guard let root = web.webRoot else {
+            logger.info("no web app: no --web-root and none found beside the binary or in the source checkout")
+            return WebSite(assets: WebAssets(), tiles: web.mapTiles)
+        }
+        let assets: WebAssets
+        do {
+            assets = try WebAssets.load(webRoot: root, leafletDirectory: web.leafletDirectory)
+        } catch {
+            throw RelayStartupError.cannotLoadWebApp(reason: error.description)
+        }
+        logger.info("serving the web app", metadata: [
+            "web-root": "\(root)", "leaflet": "\(assets.hasLeaflet ? web.leafletDirectory ?? "" : "none (own map drawing)")",
+            "tiles": "\(web.mapTiles?.urlTemplate ?? "none (no third-party requests)")",
+        ])
+        return WebSite(assets: assets, tiles: web.mapTiles)
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
@@ -146,6 +197,8 @@ public final class RunningRelay: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
+    /// Tells the other relays this one is gone and gives up the timers.
+    private let leaveCluster: @Sendable () async -> Void
     /// Closes the store after the last write (stops PostgreSQL's connection pool).
     private let closeStore: @Sendable () async -> Void
     private let logger: Logger
@@ -153,7 +206,7 @@ public final class RunningRelay: Sendable {
 
     init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
          connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections,
-         closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
+         leaveCluster: @escaping @Sendable () async -> Void, closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
         self.port = port
         self.devCAPath = devCAPath
         self.channel = channel
@@ -161,6 +214,7 @@ public final class RunningRelay: Sendable {
         self.relay = relay
         self.connections = connections
         self.unauthenticated = unauthenticated
+        self.leaveCluster = leaveCluster
         self.closeStore = closeStore
         self.logger = logger
     }
@@ -189,6 +243,7 @@ public final class RunningRelay: Sendable {
         try? await channel.close()
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
         await relay.drain()
+        await leaveCluster()
         await closeStore()
         try? await group.shutdownGracefully()
         logger.info("stopped")
@@ -205,6 +260,7 @@ struct PipelineFactory: Sendable {
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
+    let site: WebSite
     let vapidPublicKey: String
 
     static let path = "/v1/ws"
@@ -223,7 +279,7 @@ struct PipelineFactory: Sendable {
         return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-            let http = HTTPHandler(metrics: exposition)
+            let http = HTTPHandler(metrics: exposition, site: site)
             http.vapidPublicKey = vapidPublicKey
             let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
             let upgrader = NIOWebSocketServerUpgrader(
@@ -284,5 +340,18 @@ final class HandshakeTimer: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
+    }
+}
+
+/// What a relay must undo when it leaves the relays sharing its store.
+struct ClusterMembership: Sendable {
+    let relay: Relay
+    let lease: PostgresTimerLease?
+
+    /// The last presence digest first (the others mark this relay's users offline at once), then the
+    /// timer lock goes (another relay takes the timers), then the bus closes.
+    func leave() async {
+        await relay.stopBus()
+        await lease?.stop()
     }
 }

@@ -9,9 +9,15 @@ struct RelayCommand: AsyncParsableCommand {
         commandName: "homeward-relay",
         abstract: "Homeward relay: live positions, follow-me sessions and panic alarms over TLS WebSockets.",
         discussion: """
-            Serves wss://HOST:PORT/v1/ws, GET /healthz and GET /metrics on one TLS port, and keeps its \
+            Serves wss://HOST:PORT/v1/ws, GET /healthz, GET /metrics and the web app (/ and the share-link \
+            viewer /f; see --web-root) on one TLS port, and keeps its \
             state in an SQLite database inside the data directory, or with --store postgres://... in \
             PostgreSQL (the database must exist; the relay creates its tables).
+
+            Several relays can serve one community behind a load balancer: give each the same \
+            --store postgres://... and --bus nats://HOST:PORT[,HOST:PORT...] (nats-server), and a --node-id. \
+            PostgreSQL keeps everything durable; the bus carries positions, change notices and presence \
+            between the relays; one relay at a time (elected through PostgreSQL) fires the timers.
 
             Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
             in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem). \

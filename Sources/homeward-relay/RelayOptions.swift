@@ -9,7 +9,7 @@ struct RelayOptions: ParsableArguments {
     @Option(help: "Address to listen on (0.0.0.0 for all IPv4 interfaces). [default: 0.0.0.0]")
     var host: String?
 
-    @Option(help: "TLS port for WebSocket, /healthz and /metrics. [default: 8443]")
+    @Option(help: "TLS port for WebSocket, /healthz, /metrics and the web app. [default: 8443]")
     var port: Int?
 
     @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
@@ -19,6 +19,14 @@ struct RelayOptions: ParsableArguments {
         "Where accounts, friends, sessions and alarms are kept: sqlite (a file in the data directory) or postgres://USER[:PASS]@HOST[:PORT]/DB[?sslmode=disable|prefer|require], a PostgreSQL database several relays can share. [default: sqlite]",
         valueName: "url"))
     var store: String?
+
+    @Option(help: ArgumentHelp(
+        "How relays sharing one PostgreSQL store hear of each other: local (this relay is the only one) or nats://HOST:PORT[,HOST:PORT...], nats-server (needs --store postgres://...). [default: local]",
+        valueName: "url"))
+    var bus: String?
+
+    @Option(name: .customLong("node-id"), help: "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -). [default: host name and process id]")
+    var nodeID: String?
 
     @Option(name: .customLong("store-timeout"), help: "Seconds the relay waits for PostgreSQL (connecting, and each read or write) before the request fails with internal. [default: 5]")
     var storeTimeout: Double?
@@ -100,6 +108,25 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("share-min-ttl"), help: "For tests only: the shortest share-link ttl in seconds (the contract's is 60). [default: 60]")
     var shareMinTTL: Int?
 
+    @Option(name: .customLong("web-root"), help: ArgumentHelp(
+        "Directory of the web app served at / and /f (index.html, f.html, static/). [default: PREFIX/share/homeward/web beside the binary's bin/, else web/ of the source checkout it was built from]",
+        valueName: "dir"))
+    var webRoot: String?
+
+    @Option(name: .customLong("leaflet-dir"), help: ArgumentHelp(
+        "Leaflet's files (Debian: apt-get install libjs-leaflet), served at /vendor/leaflet/; without them the page draws its own plain map. [default: /usr/share/javascript/leaflet]",
+        valueName: "dir"))
+    var leafletDir: String?
+
+    @Option(name: .customLong("map-tiles"), help: ArgumentHelp(
+        "Tile server the web app's map loads images from, e.g. https://tile.example.org/{z}/{x}/{y}.png; browsers then ask that server for the tiles around each walk. [default: none: no third-party requests, a plain map]",
+        valueName: "url-template"))
+    var mapTiles: String?
+
+    @Option(name: .customLong("map-attribution"), help: ArgumentHelp(
+        "Attribution the tile server's licence requires, shown on the map (with --map-tiles).", valueName: "text"))
+    var mapAttribution: String?
+
     @OptionGroup(title: "Web Push and webhook")
     var push: PushRelayOptions
 
@@ -117,6 +144,10 @@ struct RelayOptions: ParsableArguments {
         if let text = try env.value(store, "store") {
             do { config.store = try StoreSetting(parsing: text) } catch { throw ValidationError(error.description) }
         }
+        if let text = try env.value(bus, "bus") {
+            do { config.bus = try BusSetting(parsing: text) } catch { throw ValidationError(error.description) }
+        }
+        config.nodeID = try env.value(nodeID, "node-id") ?? config.nodeID
         if let seconds = try env.value(storeTimeout, "store-timeout") {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }
             config.postgresTimeouts = .init(connect: .milliseconds(Int64(seconds * 1000)), query: .milliseconds(Int64(seconds * 1000)))
@@ -158,6 +189,7 @@ struct RelayOptions: ParsableArguments {
         }
         try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, "watch-failures-per-address")
         try env.override(&config.shares.minimumTTL, shareMinTTL.map(Int64.init), "share-min-ttl")
+        try resolveWeb(&config.web, env)
         try push.apply(to: &config.push, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
@@ -165,6 +197,21 @@ struct RelayOptions: ParsableArguments {
         }
         try validate(config)
         return Settings(relay: config, logLevel: level)
+    }
+
+    private func resolveWeb(_ web: inout WebConfiguration, _ env: EnvironmentReader) throws {
+        web.webRoot = try env.value(webRoot, "web-root") ?? WebConfiguration.defaultWebRoot()
+        if let directory = try env.value(leafletDir, "leaflet-dir") { web.leafletDirectory = directory }
+        let attribution = try env.value(mapAttribution, "map-attribution")
+        if let template = try env.value(mapTiles, "map-tiles") {
+            do {
+                web.mapTiles = try MapTiles(urlTemplate: template, attribution: attribution ?? "")
+            } catch {
+                throw ValidationError(error.description)
+            }
+        } else if attribution != nil {
+            throw ValidationError("--map-attribution needs --map-tiles")
+        }
     }
 
     private func validate(_ config: RelayConfiguration) throws {
@@ -188,6 +235,12 @@ struct RelayOptions: ParsableArguments {
         }
         guard config.relayLimits.registrationsPerAddress >= 0 else { throw ValidationError("registrations-per-address must be at least 0") }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
+        guard RelayConfiguration.isValidNodeID(config.nodeID) else {
+            throw ValidationError("node-id must be 1-64 characters of A-Z a-z 0-9 . _ -")
+        }
+        if case .nats = config.bus, config.store == .sqlite {
+            throw ValidationError("--bus nats://... needs --store postgres://...: relays on a bus share one PostgreSQL database (an SQLite file is one relay's own)")
+        }
         guard config.relayLimits.watchFailuresPerAddress >= 1 else { throw ValidationError("watch-failures-per-address must be at least 1") }
         guard (1...config.shares.defaultTTL).contains(config.shares.minimumTTL) else {
             throw ValidationError("share-min-ttl must be 1 to \(config.shares.defaultTTL) seconds")

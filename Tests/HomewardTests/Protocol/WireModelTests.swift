@@ -92,7 +92,8 @@ final class WireModelTests: XCTestCase {
         try check(WatchReply(session: watched, lastPosition: Self.here))
         try check(WatchReply(session: WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 1),
                              lastPosition: nil))
-        try check(SignInReply(user: Self.alice, token: nil, features: ["share", "push"], vapidPublicKey: "BP4z9KsN"))
+        try check(SignInReply(user: Self.alice, token: nil, node: "relay-b"))
+        try check(SignInReply(user: Self.alice, token: nil, features: ["share", "push"], vapidPublicKey: "BP4z9KsN", node: "relay-b"))
         try check(PushSubscribeReply(subscriptionId: "p_1"))
         try check(PushListReply(subscriptions: [PushSubscriptionInfo(subscriptionId: "p_1", endpoint: "https://push.example.net/s/1", createdAt: Self.now)]))
         try check(PushListReply(subscriptions: []))
