@@ -26,7 +26,8 @@ public final class NATSBus: RelayBus {
         case notice(ChangeNotice)
         case digest(PresenceDigest)
     }
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// The receiving tasks, and the one that sends the outbox.
+    private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
 
     private init(client: NATSClient, logger: Logger) {
         self.client = client
@@ -84,9 +85,9 @@ public final class NATSBus: RelayBus {
                     }
                 }
             },
-            Task { await self.send(delivering: receiver) },
         ]
-        tasks.withLock { $0 += started }
+        let sending = Task { await self.send(delivering: receiver) }
+        tasks.withLock { $0 = (started, sending) }
     }
 
     public func publishPosition(_ message: EncodedMessage, of walker: String) {
@@ -105,10 +106,13 @@ public final class NATSBus: RelayBus {
         outboxInput.yield(.digest(digest))
     }
 
+    /// Sends what is in the outbox (the relay's last digest), then closes the connection.
     public func stop() async {
         outboxInput.finish()
+        let (receiving, sending) = tasks.withLock { $0 }
+        await sending?.value
         await client.close()
-        for task in tasks.withLock({ $0 }) { task.cancel() }
+        for task in receiving { task.cancel() }
     }
 
     /// Sends the outbox in order; subscribes to the walkers this relay's connections receive, one

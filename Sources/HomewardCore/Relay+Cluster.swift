@@ -66,9 +66,10 @@ extension Relay: BusReceiver {
         if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
             bus.updateInterest(adding: interest.added, removing: interest.removed)
         }
-        if noticeNeeded || !notice.events.isEmpty {
+        if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
             if !busStopped { bus.publishChanges(notice) }
             notice.events.removeAll()
+            notice.closeViewers.removeAll()
             noticeNeeded = false
         }
     }
@@ -94,6 +95,7 @@ extension Relay: BusReceiver {
                     if backlogShown != nil { backlogShown?[username, default: []].append(event.message) }
                 }
             }
+            closeViewers(notice.closeViewers)
         }
     }
 
@@ -140,9 +142,18 @@ extension Relay: BusReceiver {
     /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`
     /// from one relay at once on another thus finds that relay knowing what it was told. One small read
     /// per request (the sequence's last value); a reload only when the cache really is behind.
+    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
+    /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
     func catchUpWithStore() async {
-        guard busIsShared, let loaded = state.loadedChangeCount,
-              let current = try? await store.changeCount(), current > loaded else { return }
+        guard busIsShared, let loaded = state.loadedChangeCount else { return }
+        let now = clock()
+        guard now - changeCountFailedAt >= Self.readBackInterval else { return }
+        let current: Int64?
+        do { current = try await store.changeCount() } catch {
+            changeCountFailedAt = now
+            return
+        }
+        guard let current, current > loaded else { return }
         await reloadFromStore(afterRemoteChange: true)
     }
 

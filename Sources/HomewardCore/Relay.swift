@@ -65,6 +65,8 @@ public actor Relay {
     var caughtUp: [String: [JSONValue]] = [:]
     var caughtUpAt: Int64 = 0
     var busStopped = false
+    /// When reading the store's change count last failed (see `catchUpWithStore`).
+    var changeCountFailedAt: Int64 = .min / 2
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -571,17 +573,25 @@ public actor Relay {
         for (message, recipients) in outcome.encodedEvents() {
             for username in recipients { deliver(message, to: username) }
         }
-        if busIsShared { addToNotice(outcome.events) }
+        if busIsShared {
+            addToNotice(outcome.events)
+            notice.closeViewers += outcome.closeViewers
+        }
         if backlogShown != nil {
             // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
             for event in outcome.events { backlogShown?[event.to, default: []].append(event.message) }
         }
-        // After their `session.ended`: a sink keeps the order of calls, so the event goes out first.
-        for viewerKey in outcome.closeViewers {
-            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
-        }
+        closeViewers(outcome.closeViewers)
         alarmsPending.record(state.alarms.count)
         armTimer()
+    }
+
+    /// Closes the viewers of ended share links, after their `session.ended`: a sink keeps the order of
+    /// calls, so the event goes out first.
+    func closeViewers(_ viewerKeys: [String]) {
+        for viewerKey in viewerKeys {
+            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
+        }
     }
 
     private func applyAudience(_ outcome: Outcome) {

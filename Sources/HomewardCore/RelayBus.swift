@@ -41,6 +41,8 @@ public struct ChangeNotice: Sendable, Equatable {
     public var node: String
     /// Each event with its recipients, in the order the committing relay sent them.
     public var events: [Event]
+    /// Viewer keys of share links that ended: their viewers are closed after the events.
+    public var closeViewers: [String]
 
     public struct Event: Sendable, Equatable {
         public var recipients: [String]
@@ -52,9 +54,10 @@ public struct ChangeNotice: Sendable, Equatable {
         }
     }
 
-    public init(node: String, events: [Event] = []) {
+    public init(node: String, events: [Event] = [], closeViewers: [String] = []) {
         self.node = node
         self.events = events
+        self.closeViewers = closeViewers
     }
 }
 

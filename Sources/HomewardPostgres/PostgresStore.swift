@@ -110,8 +110,13 @@ public final class PostgresStore: RelayStore {
     }
 
     public func changeCount() async throws -> Int64? {
-        try await withConnection("change count") { db, logger in try await Self.changeCount(db, logger: logger) }
+        // Read before every request on a shared bus: while the server is down it must cost requests little.
+        try await withConnection("change count", timeout: min(timeouts.query, Self.changeCountTimeout)) { db, logger in
+            try await Self.changeCount(db, logger: logger)
+        }
     }
+
+    static let changeCountTimeout = Duration.milliseconds(500)
 
     /// The sequence's last value (0 before the first write), outside any snapshot: sequences are not transactional.
     static func changeCount(_ db: PostgresConnection, logger: Logger) async throws -> Int64 {

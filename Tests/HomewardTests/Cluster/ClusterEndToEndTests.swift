@@ -203,4 +203,30 @@ final class ClusterEndToEndTests: ClusterTestCase {
             XCTAssertEqual(extra, [], "\(recipient.username) heard a repeat twice")
         }
     }
+
+    /// A share link made on node a, watched on node b: the viewer gets the walker's positions, and when
+    /// the link is revoked on node a the viewer gets `session.ended` and close 1000 within a second.
+    func testAShareLinkViewerOnAnotherRelay() async throws {
+        let cluster = try await startCluster()
+        let a = try await startNode("node-a", of: cluster) { $0.features = ["share"] }
+        let b = try await startNode("node-b", of: cluster) { $0.features = ["share"] }
+        let alice = try await a.user("alice")
+        let bob = try await b.user("bob")
+        try await befriend(alice, bob)
+        let id = try await follow(alice, by: [bob])
+        let share = try await alice.client.ok("share.create", ["sessionId": .string(id)])
+        let token = try XCTUnwrap(share["share"]?["token"]?.stringValue)
+        let viewer = try await b.connect(label: "viewer")
+        try await viewer.ok("watch", ["token": .string(token)])
+
+        try await alice.client.send(position(1))
+        let seen = try await viewer.event("pos")
+        XCTAssertEqual(seen["from"], .string(alice.username))
+
+        try await alice.client.ok("share.revoke", ["shareId": share["share"]?["shareId"] ?? .null])
+        let ended = try await viewer.event("session.ended", timeout: 1)
+        XCTAssertEqual(ended["reason"], "revoked")
+        let code = try await viewer.closeCode(timeout: 1)
+        XCTAssertEqual(code, 1000)
+    }
 }

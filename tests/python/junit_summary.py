@@ -1,10 +1,9 @@
-"""Prints the closing "N passed, N failed" line of a pytest run from its JUnit XML report.
+"""Prints the closing "N passed, N failed" line of a pytest run from its JUnit XML (errors count as
+failed; skipped tests are neither). Used by tests/python/run.sh and tests/browser/run.sh.
 
-    python summary.py REPORT.xml PYTEST_EXIT_STATUS
-
-Errors count as failed; skipped tests are neither. A run that pytest itself could not finish (usage
-error, collection error, interrupted) with no failure in the report counts as 1 failed.
+    python junit_summary.py JUNIT_XML PYTEST_EXIT_STATUS
 """
+
 import sys
 import xml.etree.ElementTree as ET
 
@@ -18,5 +17,5 @@ try:
 except (OSError, ET.ParseError):
     pass
 if status not in (0, 1) and failed == 0:
-    failed = 1
+    failed = 1  # pytest itself failed (usage error, collection error, interrupted)
 print(f"{passed} passed, {failed} failed")
