@@ -51,6 +51,15 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The relays' bus on nats-server (--bus nats://...): a RelayBus over HomewardNATS.
+        .target(
+            name: "HomewardCluster",
+            dependencies: [
+                "HomewardCore", "HomewardProtocol", "HomewardNATS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "HomewardStorage",
             dependencies: ["HomewardCore", .product(name: "GRDB", package: "GRDB.swift")]
@@ -70,7 +79,7 @@ let package = Package(
         .target(
             name: "HomewardServer",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -153,7 +162,7 @@ let package = Package(
         .testTarget(
             name: "HomewardTests",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS",
+                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

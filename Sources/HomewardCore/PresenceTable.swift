@@ -16,6 +16,8 @@ import Synchronization
 public final class PresenceTable: PresenceView, Sendable {
     struct Entry {
         var sinks: [ObjectIdentifier: any ClientSink] = [:]
+        /// Other relays this user is connected to (from their presence digests).
+        var remoteNodes: Set<String> = []
         var lastSeen: Int64?
         var lastPosition: Position?
         /// Users who receive this user's positions.
@@ -33,6 +35,8 @@ public final class PresenceTable: PresenceView, Sendable {
         public var sinks: [any ClientSink] = []
         /// The session whose destination the position fell inside.
         public var arrived: String?
+        /// Whether anyone (here or on another relay) receives the sender's positions.
+        public var hasAudience = false
     }
 
     final class Shard: Sendable {
@@ -43,6 +47,9 @@ public final class PresenceTable: PresenceView, Sendable {
     /// Users with at least one connection, kept by `attach` and `detach` so that reading it, on every
     /// sign-in and sign-out, does not walk every entry.
     private let online = Atomic<Int>(0)
+    /// Senders whose positions some local connection started or stopped receiving since the relay last
+    /// asked (`takeInterestChanges`): what the relay subscribes to on a shared bus.
+    private let interest = Mutex<(added: Set<String>, removed: Set<String>)>(([], []))
 
     public init(shardCount: Int = 16) {
         shards = (0..<max(1, shardCount)).map { _ in Shard() }
@@ -136,7 +143,67 @@ public final class PresenceTable: PresenceView, Sendable {
         let audience = read(sender) { $0?.audience ?? [] }
         var sinks: [any ClientSink] = []
         for member in audience { read(member) { sinks.append(contentsOf: $0?.sinks.values ?? [:].values) } }
-        withEntry(sender) { $0.audienceSinks = sinks }
+        let hadSinks = withEntry(sender) { entry in
+            defer { entry.audienceSinks = sinks }
+            return !entry.audienceSinks.isEmpty
+        }
+        guard hadSinks == sinks.isEmpty else { return }
+        interest.withLock { interest in
+            if sinks.isEmpty {
+                if interest.added.remove(sender) == nil { interest.removed.insert(sender) }
+            } else {
+                if interest.removed.remove(sender) == nil { interest.added.insert(sender) }
+            }
+        }
+    }
+
+    /// The senders some local connection started (`added`) or stopped (`removed`) receiving since the last call.
+    public func takeInterestChanges() -> (added: Set<String>, removed: Set<String>) {
+        interest.withLock { interest in
+            defer { interest = ([], []) }
+            return interest
+        }
+    }
+
+    // MARK: Other relays (writers: the relay's actor)
+
+    /// Records whether `username` is connected to relay `node`; returns true when that changed whether
+    /// they are online anywhere (here or on any relay).
+    public func setRemote(_ username: String, node: String, connected: Bool, now: Int64, lastSeen: Int64? = nil) -> Bool {
+        withEntry(username) { entry in
+            let wasOnline = !entry.sinks.isEmpty || !entry.remoteNodes.isEmpty
+            if connected {
+                entry.remoteNodes.insert(node)
+                if entry.sinks.isEmpty { entry.lastSeen = now }
+            } else {
+                guard entry.remoteNodes.remove(node) != nil else { return false }
+                if entry.sinks.isEmpty, entry.remoteNodes.isEmpty { entry.lastSeen = lastSeen ?? now }
+            }
+            return wasOnline != (!entry.sinks.isEmpty || !entry.remoteNodes.isEmpty)
+        }
+    }
+
+    /// A walker's last position as another relay saw it; kept unless the walker is connected here.
+    public func setRemotePosition(_ position: Position, of username: String) {
+        withEntry(username) { entry in
+            if entry.sinks.isEmpty { entry.lastPosition = position }
+        }
+    }
+
+    /// Users with a connection to this relay.
+    public func localUsers() -> [String] {
+        shards.flatMap { shard in shard.entries.withLock { $0.filter { !$0.value.sinks.isEmpty }.map(\.key) } }
+    }
+
+    /// Whether `username` is connected to another relay.
+    public func isOnlineElsewhere(_ username: String) -> Bool {
+        read(username) { !($0?.remoteNodes.isEmpty ?? true) }
+    }
+
+    /// A position from another relay: the connections here that receive `username`'s positions.
+    /// One lock, the sender's shard, as for a local position.
+    public func remoteAudience(of username: String) -> [any ClientSink] {
+        read(username) { $0?.audienceSinks ?? [] }
     }
 
     // MARK: The fan-out
@@ -153,7 +220,7 @@ public final class PresenceTable: PresenceView, Sendable {
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
         entry.lastPosition = position
         entry.lastSeen = now
-        var fanout = Fanout(sinks: entry.audienceSinks)
+        var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: !entry.audience.isEmpty)
         if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }
@@ -179,8 +246,12 @@ public final class PresenceTable: PresenceView, Sendable {
         online.load(ordering: .relaxed)
     }
 
+    /// Connected to this relay or another one.
     public func isOnline(_ username: String) -> Bool {
-        read(username) { !($0?.sinks.isEmpty ?? true) }
+        read(username) { entry in
+            guard let entry else { return false }
+            return !entry.sinks.isEmpty || !entry.remoteNodes.isEmpty
+        }
     }
 
     public func lastSeen(_ username: String) -> Int64? {

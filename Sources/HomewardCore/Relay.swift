@@ -20,25 +20,53 @@ public actor Relay {
 
     public nonisolated let presence = PresenceTable()
     public nonisolated let limits: RelayLimits
-    private nonisolated let executor: QueueExecutor
+    /// This relay's name among the relays sharing one store (`--node-id`), sent in the sign-in reply.
+    public nonisolated let node: String
+    nonisolated let executor: QueueExecutor
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    private let store: any RelayStore
+    let store: any RelayStore
+    /// Where the relays sharing the store meet (`LocalBus` when this relay is alone); see `Relay+Cluster`.
+    let bus: any RelayBus
+    /// `bus.isShared`, read once: the position path asks on every position.
+    nonisolated let busIsShared: Bool
     private let hasher: PasswordHasher
     private let hashing: PasswordHashingPool
-    private nonisolated let clock: @Sendable () -> Int64
-    private let logger: Logger
+    nonisolated let clock: @Sendable () -> Int64
+    let logger: Logger
     /// Sent in the `ok` of every sign-in (protocol 1.1 `features`), as the relay configuration lists them.
     private let features: [String]
 
     private nonisolated let mailbox = Mutex(Mailbox())
-    private var state: RelayState
+    var state: RelayState
     private var usernameFailures: LoginThrottle
     private var addressFailures: LoginThrottle
     /// Accounts created per client address (counted like failed logins: a sliding window).
     private var registrations: LoginThrottle
     /// Failed `watch` attempts per client address.
     private var watchFailures: LoginThrottle
+
+    /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
+    /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
+    var ownsTimers: Bool
+    /// Changes this command stored and events it sent, which the other relays must hear of.
+    var notice: ChangeNotice
+    var noticeNeeded = false
+    /// What the other relays last said about who is connected to them, and when they said it.
+    var remoteNodes: [String: (users: Set<String>, heardAt: Int64)] = [:]
+    /// Users whose last connection to this relay closed since the last presence digest, and when.
+    var recentlyOffline: [String: Int64] = [:]
+    /// Users who got their first connection to this relay since the last presence digest.
+    var recentlyOnline: Set<String> = []
+    var changeDigestQueued = false
+    /// While the bus is lost: what each connected user was shown of their backlog (see `busLost`).
+    var backlogShown: [String: [JSONValue]]?
+    /// What `busBack` sent each user, and when (see `alreadyCaughtUp`).
+    var caughtUp: [String: [JSONValue]] = [:]
+    var caughtUpAt: Int64 = 0
+    var busStopped = false
+    /// When reading the store's change count last failed (see `catchUpWithStore`).
+    var changeCountFailedAt: Int64 = .min / 2
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -58,6 +86,7 @@ public actor Relay {
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
+                node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory) async throws {
         executor = QueueExecutor(label: "homeward.relay")
@@ -69,6 +98,11 @@ public actor Relay {
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
+        self.node = node
+        self.bus = bus
+        self.busIsShared = bus.isShared
+        self.ownsTimers = ownsTimers
+        self.notice = ChangeNotice(node: node)
         self.clock = clock
         self.logger = logger
         self.features = features
@@ -123,9 +157,12 @@ public actor Relay {
     @discardableResult
     public nonisolated func publish(_ position: Position, from username: String) -> Int {
         let fanout = presence.fanout(position, from: username, now: clock())
-        if !fanout.sinks.isEmpty {
+        // Published whenever anyone receives the walker: the others' relays may hold them.
+        let remote = busIsShared && fanout.hasAudience
+        if !fanout.sinks.isEmpty || remote {
             let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
+            if remote { bus.publishPosition(message, of: username) }
         }
         if let session = fanout.arrived { submit(.arrive(session)) }
         return fanout.sinks.count
@@ -159,6 +196,15 @@ public actor Relay {
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
+        /// Other relays committed changes (`Mailbox.remoteNotices`): refresh from the store, then deliver.
+        case refresh
+        case remotePresence(PresenceDigest)
+        case presenceTick
+        case presenceChange
+        case busLost
+        case busBack
+        case timerOwnership(Bool)
+        case stopBus(CheckedContinuation<Void, Never>)
     }
 
     enum PasswordCheck: Sendable {
@@ -170,9 +216,33 @@ public actor Relay {
         var commands = FIFO<Command>()
         /// Whether a task is working through `commands`; at most one is.
         var running = false
+        /// Notices of other relays not handled yet; one `refresh` command handles all that came before it.
+        var remoteNotices: [ChangeNotice] = []
+        var refreshQueued = false
     }
 
-    private nonisolated func submit(_ command: Command) {
+    /// Queues a notice behind at most one `refresh` command.
+    nonisolated func submitRefresh(_ notice: ChangeNotice) {
+        let queue = mailbox.withLock { mailbox in
+            mailbox.remoteNotices.append(notice)
+            defer { mailbox.refreshQueued = true }
+            return !mailbox.refreshQueued
+        }
+        if queue { submit(.refresh) }
+    }
+
+    /// The notices a `refresh` command handles.
+    func takeRemoteNotices() -> [ChangeNotice] {
+        mailbox.withLock { mailbox in
+            defer {
+                mailbox.remoteNotices = []
+                mailbox.refreshQueued = false
+            }
+            return mailbox.remoteNotices
+        }
+    }
+
+    nonisolated func submit(_ command: Command) {
         let start = mailbox.withLock { mailbox in
             mailbox.commands.append(command)
             guard !mailbox.running else { return false }
@@ -189,6 +259,7 @@ public actor Relay {
             return nil
         }) {
             await handle(command)
+            afterCommand()
         }
     }
 
@@ -209,18 +280,36 @@ public actor Relay {
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
             timerDeadline = nil
-            if await stateIsStored() { await fireDueWork() }
+            if await stateIsStored(), ownsTimers { await fireDueWork() }
             continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()
         case .drain(let continuation):
             await saveLastSeen()
             continuation.resume()
+        case .refresh:
+            await refreshFromStore(then: takeRemoteNotices())
+        case .remotePresence(let digest):
+            heard(digest)
+        case .presenceTick:
+            presenceTick()
+        case .presenceChange:
+            sendChangeDigest()
+        case .busLost:
+            busLost()
+        case .busBack:
+            await busBack()
+        case .timerOwnership(let owns):
+            await takeTimers(owns)
+        case .stopBus(let continuation):
+            await stopBusInTurn()
+            continuation.resume()
         }
     }
 
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
+        await catchUpWithStore()
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
@@ -284,7 +373,7 @@ public actor Relay {
                 try await persist(outcome.changes)
                 registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token, features: features).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             case .verified(let username, let valid):
                 guard valid else {
                     usernameFailures.recordFailure(username, now: now)
@@ -297,7 +386,7 @@ public actor Relay {
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 await signIn(auth, previous: previous, sink: sink,
-                             reply: SignInReply(user: state.profile(username), token: token, features: features).fields, done: done)
+                             reply: signInReply(username, token: token), done: done)
             }
         } catch {
             done(.failure(error))
@@ -306,15 +395,21 @@ public actor Relay {
 
     private func hello(token: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion) async {
         let hash = Token.hash(token)
+        await refreshIfUnknown(tokenHash: hash)
         do throws(RelayError) {
             let (username, used) = try state.useToken(hash, now: clock(), lifetime: limits.tokenLifetime)
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
-                         reply: SignInReply(user: state.profile(username), token: nil, features: features).fields, done: done)
+                         reply: signInReply(username, token: nil), done: done)
         } catch {
             done(.failure(error))
         }
+    }
+
+    /// The `ok` reply to `register`, `login` and `hello`.
+    private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
+        SignInReply(user: state.profile(username), token: token, features: features, node: node).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {
@@ -336,11 +431,15 @@ public actor Relay {
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
-        for message in state.backlog(for: auth.username) { sink.send(EncodedMessage(message)) }
+        let backlog = state.backlog(for: auth.username)
+        for message in backlog { sink.send(EncodedMessage(message)) }
+        if backlogShown != nil { backlogShown?[auth.username] = backlog }
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
-            announcePresence(auth.username, online: true, at: now)
+            recentlyOffline[auth.username] = nil
+            presenceChanged(auth.username, online: true)
+            if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete(state.ownerCameBack(auth.username))
         }
         usersOnline.record(presence.onlineUserCount)
@@ -369,7 +468,7 @@ public actor Relay {
         }
     }
 
-    private func detach(_ username: String, _ sink: any ClientSink) {
+    func detach(_ username: String, _ sink: any ClientSink) {
         if ShareLink.isViewerKey(username) {
             presence.detachViewer(username, sink)
             return
@@ -382,8 +481,12 @@ public actor Relay {
             }
         }
         unsavedLastSeen[username] = now
-        announcePresence(username, online: false, at: now)
         usersOnline.record(presence.onlineUserCount)
+        if busIsShared { recentlyOffline[username] = now }
+        presenceChanged(username, online: false)
+        // Still connected to another relay: nobody sees a change.
+        guard !presence.isOnlineElsewhere(username) else { return }
+        announcePresence(username, online: false, at: now)
         state.ownerWentOffline(username, at: now)
         armTimer()
     }
@@ -399,7 +502,7 @@ public actor Relay {
         }
     }
 
-    private func announcePresence(_ username: String, online: Bool, at time: Int64) {
+    func announcePresence(_ username: String, online: Bool, at time: Int64) {
         let message = EncodedMessage(Event.presence(username: username, online: online, lastSeen: time).json)
         for friend in state.friends(of: username) { deliver(message, to: friend) }
     }
@@ -470,12 +573,25 @@ public actor Relay {
         for (message, recipients) in outcome.encodedEvents() {
             for username in recipients { deliver(message, to: username) }
         }
-        // After their `session.ended`: a sink keeps the order of calls, so the event goes out first.
-        for viewerKey in outcome.closeViewers {
-            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
+        if busIsShared {
+            addToNotice(outcome.events)
+            notice.closeViewers += outcome.closeViewers
         }
+        if backlogShown != nil {
+            // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
+            for event in outcome.events { backlogShown?[event.to, default: []].append(event.message) }
+        }
+        closeViewers(outcome.closeViewers)
         alarmsPending.record(state.alarms.count)
         armTimer()
+    }
+
+    /// Closes the viewers of ended share links, after their `session.ended`: a sink keeps the order of
+    /// calls, so the event goes out first.
+    func closeViewers(_ viewerKeys: [String]) {
+        for viewerKey in viewerKeys {
+            for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
+        }
     }
 
     private func applyAudience(_ outcome: Outcome) {
@@ -483,7 +599,7 @@ public actor Relay {
     }
 
     /// Tells the presence table who receives the positions of `owners` and where their walks end.
-    private func syncPresence(owners: some Sequence<String>) {
+    func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
@@ -504,7 +620,7 @@ public actor Relay {
 
     // MARK: Schedules
 
-    private func fireDueWork() async {
+    func fireDueWork() async {
         let before = state.alarms.count
         let outcome = state.fireDue(now: clock(), presence: presence)
         if state.alarms.count > before { alarmsRaised.increment(by: state.alarms.count - before) }
@@ -513,8 +629,9 @@ public actor Relay {
     }
 
     /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
-    private func armTimer() {
-        let next = state.nextDeadline()
+    func armTimer() {
+        // Only the relay that owns the timers fires them; the others keep the deadlines in their caches.
+        let next = ownsTimers ? state.nextDeadline() : nil
         guard next != timerDeadline else { return }
         timerDeadline = next
         timer?.cancel()
@@ -528,7 +645,7 @@ public actor Relay {
         timer = source
     }
 
-    private func deliver(_ message: EncodedMessage, to username: String) {
+    func deliver(_ message: EncodedMessage, to username: String) {
         for sink in presence.sinks(of: username) { sink.send(message) }
     }
 
@@ -537,10 +654,12 @@ public actor Relay {
     /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
     /// so the durable part is read back from storage (what is on disk is the truth) while what is not
     /// stored (the safety settings, which owners are offline) is kept.
-    private func persist(_ changes: [StoreChange]) async throws(RelayError) {
+    func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
-            try await store.apply(changes)
+            let count = try await store.applyCounting(changes)
+            if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
             // Already marked unstored: no need to pay another read-back timeout before the interval.
@@ -553,7 +672,7 @@ public actor Relay {
     /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or
     /// changes it runs until a later read-back succeeds (`stateIsStored`).
     @discardableResult
-    private func reloadFromStore() async -> Bool {
+    func reloadFromStore(afterRemoteChange: Bool = false) async -> Bool {
         lastReadBack = clock()
         let stored: StoredState
         do {
@@ -570,7 +689,7 @@ public actor Relay {
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
         let before = state.owners
-        state = state.reloaded(from: stored)
+        state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
         syncPresence(owners: before.union(state.owners))
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil

@@ -33,6 +33,11 @@ extension RelayState {
         offlineOwners[owner] = time
     }
 
+    /// The owner is connected to another relay (which tells observers if contact was lost and is back).
+    public mutating func ownerIsOnlineElsewhere(_ owner: String) {
+        offlineOwners[owner] = nil
+    }
+
     /// The owner is connected again: observers who were told contact was lost hear it is back.
     public mutating func ownerCameBack(_ owner: String) -> Outcome {
         offlineOwners[owner] = nil

@@ -20,6 +20,9 @@ extension RelayState {
 
     /// The user a token signs in, extending its lifetime. Unknown, revoked and expired tokens are all
     /// `unauthenticated` with the same message. The changes store the use (or drop the expired token).
+    /// Whether this cache holds the token (revoked and unknown ones are not held).
+    public func knowsToken(_ hash: String) -> Bool { tokens[hash] != nil }
+
     public mutating func useToken(_ hash: String, now: Int64, lifetime: Int64) throws(RelayError) -> (username: String, changes: [StoreChange]) {
         guard var token = tokens[hash], users[token.username] != nil else {
             throw .unauthenticated("unknown, revoked or expired token")

@@ -36,6 +36,8 @@ public struct RelayState: Sendable {
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
+    /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
+    public internal(set) var loadedChangeCount: Int64?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -64,12 +66,22 @@ public struct RelayState: Sendable {
         // its links in the same transaction, so there should be none). Expired ones are indexed so that
         // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.
         for share in stored.shares where sessions[share.sessionId] != nil { index(share) }
+        loadedChangeCount = stored.changeCount
+    }
+
+    /// This relay's own write took change count `count`: when it directly follows the loaded count, no
+    /// other relay wrote in between and the cache is still whole.
+    mutating func noteOwnWrite(_ count: Int64?) {
+        guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
+        loadedChangeCount = count
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
     /// not stored (the safety settings, which owners are offline and since when, how identifiers are
     /// made) is kept, so one failed write does not reset the relay's configuration or its timers.
-    public func reloaded(from stored: StoredState) -> RelayState {
+    /// With `afterRemoteChange` (another relay committed something; nothing failed here) the friend request
+    /// notices are kept as well.
+    public func reloaded(from stored: StoredState, afterRemoteChange: Bool = false) -> RelayState {
         var fresh = RelayState(stored, makeID: makeID)
         fresh.safety = safety
         fresh.shareSettings = shareSettings
@@ -77,6 +89,7 @@ public struct RelayState: Sendable {
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
+        if afterRemoteChange { fresh.requestNotices = requestNotices }
         return fresh
     }
 

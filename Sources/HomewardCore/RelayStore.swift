@@ -9,6 +9,22 @@ public protocol RelayStore: Sendable {
     func apply(_ changes: [StoreChange]) async throws
     func passwordHash(of username: String) async throws -> String?
     func username(forTokenHash hash: String) async throws -> String?
+    /// How many writes other relays must hear of the store has committed so far (it may count one still
+    /// committing), or nil when the store does not count them (one relay alone). A relay whose cache was
+    /// loaded at a smaller count is behind the store.
+    func changeCount() async throws -> Int64?
+    /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
+    func applyCounting(_ changes: [StoreChange]) async throws -> Int64?
+}
+
+extension RelayStore {
+    public func changeCount() async throws -> Int64? { nil }
+
+    /// `apply`, returning the change count the write itself took (nil when it took none).
+    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+        try await apply(changes)
+        return nil
+    }
 }
 
 /// What a store hands back at start-up.
@@ -24,6 +40,8 @@ public struct StoredState: Sendable {
     public var alarms: [Alarm] = []
     /// Share links not removed yet (some may have expired while the relay was down).
     public var shares: [ShareLink] = []
+    /// The store's `changeCount()` when this was read (nil when it does not count).
+    public var changeCount: Int64?
 
     public init() {}
 }

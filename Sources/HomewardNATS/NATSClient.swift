@@ -22,6 +22,14 @@ public final class NATSClient: Sendable {
     private let core: NIOLoopBound<NATSClientCore>
     private let configuration: NATSClientConfiguration
     private let requestNumbers = Atomic<UInt64>(0)
+    private let droppedPublishCount = Counter()
+
+    /// An atomic count shared with closures run on the client's loop.
+    final class Counter: Sendable {
+        private let value = Atomic<Int>(0)
+        func increment() { value.add(1, ordering: .relaxed) }
+        var count: Int { value.load(ordering: .relaxed) }
+    }
 
     private init(eventLoop: any EventLoop, core: NIOLoopBound<NATSClientCore>, events: AsyncStream<NATSClientEvent>,
                  configuration: NATSClientConfiguration) {
@@ -57,6 +65,27 @@ public final class NATSClient: Sendable {
         let core = self.core
         try await eventLoop.submit { try core.value.publish(subject: subject, replyTo: replyTo, payload: payload) }.get()
     }
+
+    /// Publishes without waiting, for callers on an event loop that must not suspend (a relay's position
+    /// path): the message is handed to the client's loop, and messages from one thread keep their order.
+    /// What cannot be sent (a bad subject, a full reconnect buffer, a payload over `max_payload`) is
+    /// dropped and counted in `droppedPublishes`.
+    public func publishDetached(subject: String, payload: ByteBuffer) {
+        do throws(NATSError) { try NATSSubject.validate(subject, wildcards: false) } catch {
+            droppedPublishCount.increment()
+            return
+        }
+        let core = self.core
+        let dropped = self.droppedPublishCount
+        eventLoop.execute {
+            do { try core.value.publish(subject: subject, replyTo: nil, payload: payload) } catch {
+                dropped.increment()
+            }
+        }
+    }
+
+    /// Messages `publishDetached` could not send.
+    public var droppedPublishes: Int { droppedPublishCount.count }
 
     /// Subscribes to `subject` (`*` and `>` allowed); with a queue group, each message goes to one
     /// member of the group. The SUB is on its way when this returns; `flush()` waits until the server has it.

@@ -17,6 +17,9 @@ public struct NATSClientConfiguration: Sendable {
     public var reconnectBufferLimit = 8 * 1024 * 1024
     /// Messages each subscription keeps for a consumer that is behind; see `NATSSubscription`.
     public var subscriptionBufferLimit = 65_536
+    /// Whether the server sends this client the messages it published itself to subjects it subscribes to
+    /// (CONNECT `echo`). A relay turns it off: it has already delivered its own messages.
+    public var echo = true
     /// How long `close()` waits for the server to confirm what was written (one PING round trip).
     public var closeFlushTimeout: TimeAmount = .seconds(2)
 

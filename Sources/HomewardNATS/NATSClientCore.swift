@@ -165,7 +165,9 @@ final class NATSClientCore {
         case .info(let info):
             guard let server = machine.infoReceived(info, connection: connection) else { return }
             let address = servers[server]
-            write(.connect(NATSConnectOptions(name: configuration.name, user: address.user, pass: address.password)), flush: false)
+            var options = NATSConnectOptions(name: configuration.name, user: address.user, pass: address.password)
+            options.echo = configuration.echo
+            write(.connect(options), flush: false)
             write(.ping)
         case .error(let message):
             logger.warning("NATS server error", metadata: ["error": "\(message)"])

@@ -156,6 +156,11 @@ enum PostgresSchema {
         ]),
     ]
 
+    /// Counts the writes other relays must hear of (`PostgresStore.changeCount`). A sequence, not a row: it
+    /// takes no lock, so relays committing at the same time do not queue behind one counter. Created
+    /// (if missing) at every start rather than by a migration: it holds nothing that must be kept.
+    static let changeCounter = "CREATE SEQUENCE IF NOT EXISTS relay_changes"
+
     /// Brings the database up to date in one transaction: either every missing migration is applied and
     /// recorded, or none is.
     static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
@@ -180,6 +185,7 @@ enum PostgresSchema {
                     """, logger: logger)
                 logger.info("applied PostgreSQL migration", metadata: ["version": "\(migration.version)"])
             }
+            try await connection.query(PostgresQuery(unsafeSQL: changeCounter), logger: logger)
         }
     }
 }

@@ -88,14 +88,42 @@ public final class PostgresStore: RelayStore {
     }
 
     public func apply(_ changes: [StoreChange]) async throws {
-        guard !changes.isEmpty else { return }
+        _ = try await applyCounting(changes)
+    }
+
+    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+        guard !changes.isEmpty else { return nil }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
-        try await withConnection("write") { db, logger in
-            try await db.withTransaction(logger: logger) { db in
+        return try await withConnection("write") { db, logger in
+            try await db.withTransaction(logger: logger) { db -> Int64? in
                 for change in changes { try await change.execute(on: db, logger: logger) }
+                // Last, so the count runs ahead of the commit for as short a time as possible.
+                guard changes.contains(where: \.concernsOtherRelays) else { return nil }
+                var count: Int64?
+                for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
+                    count = value
+                }
+                return count
             }
         }
+    }
+
+    public func changeCount() async throws -> Int64? {
+        // Read before every request on a shared bus: while the server is down it must cost requests little.
+        try await withConnection("change count", timeout: min(timeouts.query, Self.changeCountTimeout)) { db, logger in
+            try await Self.changeCount(db, logger: logger)
+        }
+    }
+
+    static let changeCountTimeout = Duration.milliseconds(500)
+
+    /// The sequence's last value (0 before the first write), outside any snapshot: sequences are not transactional.
+    static func changeCount(_ db: PostgresConnection, logger: Logger) async throws -> Int64 {
+        var count: Int64 = 0
+        for try await (last, called) in try await db.query("SELECT last_value, is_called FROM relay_changes", logger: logger)
+            .decode((Int64, Bool).self) { count = called ? last : 0 }
+        return count
     }
 
     public func passwordHash(of username: String) async throws -> String? {
@@ -154,7 +182,7 @@ public final class PostgresStore: RelayStore {
     }
 
     /// The same settings as `configuration`, for the single connection `open` makes.
-    private static func connectionConfiguration(
+    static func connectionConfiguration(
         _ location: PostgresLocation, _ timeouts: Timeouts
     ) throws -> PostgresConnection.Configuration {
         let tls: PostgresConnection.Configuration.TLS = switch location.tls {

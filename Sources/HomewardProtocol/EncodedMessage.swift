@@ -25,6 +25,15 @@ public struct EncodedMessage: Sendable {
         self.type = message["type"]?.stringValue ?? "unknown"
     }
 
+    /// A message that is already JSON text (encoded once elsewhere, such as by another relay), framed here.
+    /// The caller vouches that `payload` is the JSON of a message of type `type`.
+    public init(jsonText payload: ByteBuffer, type: String, positionFrom: String? = nil) {
+        self.framed = Self.textFrame(payload)
+        self.headerLength = framed.readableBytes - payload.readableBytes
+        self.positionFrom = positionFrom
+        self.type = type
+    }
+
     static func textFrame(_ payload: ByteBuffer) -> ByteBuffer {
         let length = payload.readableBytes
         var frame = ByteBuffer()

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import HomewardCore
 import HomewardPostgres
@@ -10,6 +11,10 @@ public struct RelayConfiguration: Sendable {
     public var dataDirectory = "./.homeward"
     /// Where accounts, friends, sessions and alarms are kept: the SQLite file in the data directory, or PostgreSQL.
     public var store = StoreSetting.sqlite
+    /// How this relay hears about the others sharing its store: in-process (alone) or nats-server.
+    public var bus = BusSetting.local
+    /// This relay's name among several (logs, the sign-in reply's `node`, the bus's messages).
+    public var nodeID = RelayConfiguration.defaultNodeID
     /// How long the relay waits for PostgreSQL before a request fails with `internal` (unused for SQLite).
     public var postgresTimeouts = PostgresStore.Timeouts()
     /// PEM certificate chain and key; when both are nil a development CA and certificate are made in the data directory.
@@ -31,6 +36,18 @@ public struct RelayConfiguration: Sendable {
     public var web = WebConfiguration()
 
     public init() {}
+
+    /// The host name and the process id: unique among relays on one network, and telling an operator where to look.
+    public static var defaultNodeID: String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "relay"
+        return "\(host.isEmpty ? "relay" : host)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// Whether `name` can be a node id: 1-64 characters of letters, digits, `.`, `_` and `-`.
+    public static func isValidNodeID(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
 
     public var databasePath: String { dataDirectory + "/homeward.sqlite" }
     public var devCertificateDirectory: String { dataDirectory + "/certs" }
@@ -70,3 +87,10 @@ public struct ConnectionLimits: Sendable {
     public init() {}
 }
 
+
+extension UInt8 {
+    var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}

@@ -1,5 +1,7 @@
 import Foundation
+import HomewardCluster
 import HomewardCore
+import HomewardPostgres
 import HomewardProtocol
 import HomewardStorage
 import Logging
@@ -46,15 +48,20 @@ public struct RelayServer: Sendable {
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
+        let bus = try await openBus(closing: store)
         let relay: Relay
         do {
             relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, logger: logger, metrics: factory)
+                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
+                                    logger: logger, metrics: factory)
+            try await relay.startBus()
         } catch {
+            await bus.stop()
             await store.close()
             throw error
         }
+        let cluster = ClusterMembership(relay: relay, lease: timerLease(for: relay, bus: bus))
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
@@ -96,6 +103,7 @@ public struct RelayServer: Sendable {
         } catch {
             try? await group.shutdownGracefully()
             await relay.drain()
+            await cluster.leave()
             await store.close()
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
@@ -103,14 +111,34 @@ public struct RelayServer: Sendable {
         await relay.setSharePublicURL(config.sharePublicURL(port: port))
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
+            "bus": "\(config.bus)", "node": "\(config.nodeID)",
             "threads": "\(config.eventLoopThreads)",
         ])
         if let ca = tls.devCA {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
-                            connections: connections, unauthenticated: unauthenticated, closeStore: store.close,
-                            logger: logger)
+                            connections: connections, unauthenticated: unauthenticated, leaveCluster: cluster.leave,
+                            closeStore: store.close, logger: logger)
+    }
+
+    /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
+    private func openBus(closing store: OpenedStore) async throws -> any RelayBus {
+        guard case .nats(let servers) = configuration.bus else { return LocalBus() }
+        do {
+            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger)
+        } catch {
+            await store.close()
+            throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
+        }
+    }
+
+    /// On a shared bus, the relays compete for the timers through PostgreSQL (see `PostgresTimerLease`).
+    private func timerLease(for relay: Relay, bus: any RelayBus) -> PostgresTimerLease? {
+        guard bus.isShared, case .postgres(let location) = configuration.store else { return nil }
+        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger) { owns in
+            relay.setOwnsTimers(owns)
+        }
     }
 
     /// The web app's files, read once here so that serving them never touches the disk on an event loop.
@@ -156,6 +184,8 @@ public final class RunningRelay: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
+    /// Tells the other relays this one is gone and gives up the timers.
+    private let leaveCluster: @Sendable () async -> Void
     /// Closes the store after the last write (stops PostgreSQL's connection pool).
     private let closeStore: @Sendable () async -> Void
     private let logger: Logger
@@ -163,7 +193,7 @@ public final class RunningRelay: Sendable {
 
     init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
          connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections,
-         closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
+         leaveCluster: @escaping @Sendable () async -> Void, closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
         self.port = port
         self.devCAPath = devCAPath
         self.channel = channel
@@ -171,6 +201,7 @@ public final class RunningRelay: Sendable {
         self.relay = relay
         self.connections = connections
         self.unauthenticated = unauthenticated
+        self.leaveCluster = leaveCluster
         self.closeStore = closeStore
         self.logger = logger
     }
@@ -199,6 +230,7 @@ public final class RunningRelay: Sendable {
         try? await channel.close()
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
         await relay.drain()
+        await leaveCluster()
         await closeStore()
         try? await group.shutdownGracefully()
         logger.info("stopped")
@@ -293,5 +325,18 @@ final class HandshakeTimer: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
+    }
+}
+
+/// What a relay must undo when it leaves the relays sharing its store.
+struct ClusterMembership: Sendable {
+    let relay: Relay
+    let lease: PostgresTimerLease?
+
+    /// The last presence digest first (the others mark this relay's users offline at once), then the
+    /// timer lock goes (another relay takes the timers), then the bus closes.
+    func leave() async {
+        await relay.stopBus()
+        await lease?.stop()
     }
 }

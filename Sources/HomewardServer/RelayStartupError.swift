@@ -7,6 +7,7 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case cannotOpenDatabase(path: String, reason: String)
     case cannotListen(host: String, port: Int, reason: String)
     case cannotLoadWebApp(reason: String)
+    case cannotConnectBus(String, reason: String)
 
     public var description: String {
         switch self {
@@ -18,6 +19,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot listen on \(host):\(port): \(reason)"
         case .cannotLoadWebApp(let reason):
             return "cannot load the web app: \(reason)"
+        case .cannotConnectBus(let bus, let reason):
+            return "cannot connect to the bus \(bus): \(reason)"
         }
     }
 

@@ -14,6 +14,11 @@ struct RelayCommand: AsyncParsableCommand {
             state in an SQLite database inside the data directory, or with --store postgres://... in \
             PostgreSQL (the database must exist; the relay creates its tables).
 
+            Several relays can serve one community behind a load balancer: give each the same \
+            --store postgres://... and --bus nats://HOST:PORT[,HOST:PORT...] (nats-server), and a --node-id. \
+            PostgreSQL keeps everything durable; the bus carries positions, change notices and presence \
+            between the relays; one relay at a time (elected through PostgreSQL) fires the timers.
+
             Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
             in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem). \
             An option given on the command line wins over the environment.

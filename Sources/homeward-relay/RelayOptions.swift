@@ -20,6 +20,14 @@ struct RelayOptions: ParsableArguments {
         valueName: "url"))
     var store: String?
 
+    @Option(help: ArgumentHelp(
+        "How relays sharing one PostgreSQL store hear of each other: local (this relay is the only one) or nats://HOST:PORT[,HOST:PORT...], nats-server (needs --store postgres://...). [default: local]",
+        valueName: "url"))
+    var bus: String?
+
+    @Option(name: .customLong("node-id"), help: "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -). [default: host name and process id]")
+    var nodeID: String?
+
     @Option(name: .customLong("store-timeout"), help: "Seconds the relay waits for PostgreSQL (connecting, and each read or write) before the request fails with internal. [default: 5]")
     var storeTimeout: Double?
 
@@ -133,6 +141,10 @@ struct RelayOptions: ParsableArguments {
         if let text = try env.value(store, "store") {
             do { config.store = try StoreSetting(parsing: text) } catch { throw ValidationError(error.description) }
         }
+        if let text = try env.value(bus, "bus") {
+            do { config.bus = try BusSetting(parsing: text) } catch { throw ValidationError(error.description) }
+        }
+        config.nodeID = try env.value(nodeID, "node-id") ?? config.nodeID
         if let seconds = try env.value(storeTimeout, "store-timeout") {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }
             config.postgresTimeouts = .init(connect: .milliseconds(Int64(seconds * 1000)), query: .milliseconds(Int64(seconds * 1000)))
@@ -219,6 +231,12 @@ struct RelayOptions: ParsableArguments {
         }
         guard config.relayLimits.registrationsPerAddress >= 0 else { throw ValidationError("registrations-per-address must be at least 0") }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
+        guard RelayConfiguration.isValidNodeID(config.nodeID) else {
+            throw ValidationError("node-id must be 1-64 characters of A-Z a-z 0-9 . _ -")
+        }
+        if case .nats = config.bus, config.store == .sqlite {
+            throw ValidationError("--bus nats://... needs --store postgres://...: relays on a bus share one PostgreSQL database (an SQLite file is one relay's own)")
+        }
         guard config.relayLimits.watchFailuresPerAddress >= 1 else { throw ValidationError("watch-failures-per-address must be at least 1") }
         guard (1...config.shares.defaultTTL).contains(config.shares.minimumTTL) else {
             throw ValidationError("share-min-ttl must be 1 to \(config.shares.defaultTTL) seconds")

@@ -12,20 +12,27 @@ public struct SignInReply: ReplyBody, Equatable {
     public var token: String?
     /// What this relay offers beyond version 1 (protocol 1.1), e.g. `["share"]`; empty from a version-1 relay.
     public var features: [String]
+    /// The relay node (`--node-id`) this connection is served by; relays without it send none.
+    public var node: String?
 
-    public init(user: UserInfo, token: String?, features: [String] = []) {
+    public init(user: UserInfo, token: String?, features: [String] = [], node: String? = nil) {
         self.user = user
         self.token = token
         self.features = features
+        self.node = node
     }
 
     public var fields: [(String, JSONValue)] {
-        [("user", user.json)] + (token.map { [("token", JSONValue.string($0))] } ?? []) + [("features", .strings(features))]
+        var fields: [(String, JSONValue)] = [("user", user.json)]
+        if let token { fields.append(("token", .string(token))) }
+        fields.append(("features", .strings(features)))
+        if let node { fields.append(("node", .string(node))) }
+        return fields
     }
 
     public init?(json: JSONValue) {
         guard let user = UserInfo(json: json.object("user")) else { return nil }
-        self.init(user: user, token: json.string("token"), features: json.strings("features"))
+        self.init(user: user, token: json.string("token"), features: json.strings("features"), node: json.string("node"))
     }
 }
 

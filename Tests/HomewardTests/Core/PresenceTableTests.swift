@@ -28,6 +28,42 @@ final class PresenceTableTests: XCTestCase {
         XCTAssertTrue(table.isOnline("alice"))
     }
 
+    /// What a relay subscribes to on a shared bus: senders some local connection receives, reported once
+    /// when that starts and once when it ends; a change undone before it was taken is not reported.
+    func testInterestFollowsWhetherAnyLocalConnectionReceivesASender() {
+        let table = PresenceTable()
+        let phone = DummySink("phone")
+        table.setAudience(of: "alice", to: ["bob"])
+        XCTAssertTrue(table.takeInterestChanges() == ([], []), "bob is not connected here")
+        _ = table.attach("bob", phone, now: now)
+        XCTAssertTrue(table.takeInterestChanges() == (["alice"], []))
+        XCTAssertEqual(labels(table.remoteAudience(of: "alice")), ["phone"])
+        _ = table.detach("bob", phone, now: now)
+        _ = table.attach("bob", phone, now: now)
+        XCTAssertTrue(table.takeInterestChanges() == ([], []), "gone and back before anyone asked")
+        table.setAudience(of: "alice", to: [])
+        XCTAssertTrue(table.takeInterestChanges() == ([], ["alice"]))
+    }
+
+    /// Connections to other relays count as online; the change of "online anywhere" is reported.
+    func testConnectionsOnOtherRelaysCountAsOnline() {
+        let table = PresenceTable()
+        let phone = DummySink("phone")
+        XCTAssertTrue(table.setRemote("alice", node: "b", connected: true, now: now))
+        XCTAssertTrue(table.isOnline("alice") && table.isOnlineElsewhere("alice"))
+        XCTAssertFalse(table.setRemote("alice", node: "c", connected: true, now: now), "already online")
+        _ = table.attach("alice", phone, now: now)
+        XCTAssertFalse(table.setRemote("alice", node: "b", connected: false, now: now))
+        XCTAssertFalse(table.setRemote("alice", node: "c", connected: false, now: now), "still connected here")
+        XCTAssertEqual(table.onlineUserCount, 1, "the count is of this relay's users")
+        XCTAssertEqual(table.localUsers(), ["alice"])
+        _ = table.detach("alice", phone, now: now + 5)
+        XCTAssertTrue(table.setRemote("alice", node: "d", connected: true, now: now + 6))
+        XCTAssertTrue(table.setRemote("alice", node: "d", connected: false, now: now + 9, lastSeen: now + 7))
+        XCTAssertEqual(table.lastSeen("alice"), now + 7)
+        XCTAssertEqual(table.localUsers(), [])
+    }
+
     func testDetachReportsOnlyTheLastConnection() {
         let table = PresenceTable()
         let phone = DummySink("phone"), laptop = DummySink("laptop")

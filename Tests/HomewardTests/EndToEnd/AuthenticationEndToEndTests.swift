@@ -17,6 +17,21 @@ final class AuthenticationEndToEndTests: EndToEndTestCase {
         XCTAssertEqual(list["friends"], [])
     }
 
+    /// Every sign-in reply names the relay node (`--node-id`) the connection is served by.
+    func testSignInRepliesNameTheNode() async throws {
+        let relay = try await startRelay { $0.nodeID = "relay-b.2" }
+        let username = TestRelay.uniqueUsername("node")
+        let register = try await relay.connect()
+        let registered = try await register.ok("register", ["username": .string(username), "password": "long enough pw"])
+        XCTAssertEqual(registered["node"], "relay-b.2")
+        let login = try await relay.connect()
+        let loggedIn = try await login.ok("login", ["username": .string(username), "password": "long enough pw"])
+        XCTAssertEqual(loggedIn["node"], "relay-b.2")
+        let hello = try await relay.connect()
+        let resumed = try await hello.ok("hello", ["token": registered["token"] ?? .null])
+        XCTAssertEqual(resumed["node"], "relay-b.2")
+    }
+
     func testRegisterWithDisplayName() async throws {
         let relay = try await startRelay()
         let alice = try await relay.user("alice", name: "Alice Ångström")

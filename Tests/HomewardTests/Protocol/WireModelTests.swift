@@ -90,6 +90,7 @@ final class WireModelTests: XCTestCase {
         try check(WatchReply(session: watched, lastPosition: Self.here))
         try check(WatchReply(session: WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 1),
                              lastPosition: nil))
+        try check(SignInReply(user: Self.alice, token: nil, node: "relay-b"))
         try check(FriendshipReply(status: .requested))
         try check(FriendshipReply(status: .friends, user: bob))
         try check(FriendshipReply(status: .withdrawn))

@@ -52,14 +52,22 @@ final class SafetyHarness {
     private(set) var relay: Relay
     private var tokens: [String: String] = [:]
     private let wrapStore: (SQLiteStore) -> any RelayStore
+    let bus: any RelayBus
+    let ownsTimers: Bool
 
-    /// `wrapStore` puts something between the relay and its database, such as an `InstrumentedStore`.
+    var databasePath: String { directory.appendingPathComponent("homeward.sqlite").path }
+
+    /// `wrapStore` puts something between the relay and its database, such as an `InstrumentedStore`;
+    /// `bus` and `ownsTimers` make it one relay of several.
     init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
-         clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 }) async throws {
+         clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 },
+         bus: any RelayBus = LocalBus(), ownsTimers: Bool = true) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
         self.safety = safety
         self.wrapStore = wrapStore
+        self.bus = bus
+        self.ownsTimers = ownsTimers
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
         var changes: [StoreChange] = []
         for user in users {
@@ -70,7 +78,8 @@ final class SafetyHarness {
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
         try await store.apply(changes)
-        relay = try await Relay(store: wrapStore(store), safety: safety, clock: clock.function)
+        relay = try await Relay(store: wrapStore(store), safety: safety, node: "here", bus: bus, ownsTimers: ownsTimers,
+                                clock: clock.function)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }

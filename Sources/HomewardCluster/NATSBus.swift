@@ -1,0 +1,165 @@
+import HomewardCore
+import HomewardNATS
+import HomewardProtocol
+import Logging
+import NIOCore
+import Synchronization
+
+/// The relay's bus on nats-server (`--bus nats://...`): see `RelayBus` for what goes over it, and
+/// `ClusterSubjects` for where.
+///
+/// One `NATSClient` (one TCP connection, its own event loop) per relay, with `echo` off so the relay
+/// never hears its own messages. Positions are published without waiting from the walker's event loop
+/// (`publishDetached`: in order per thread, never suspending); everything a relay hears is handed to its
+/// `BusReceiver` from one task per subscription, which keeps each subject's order.
+public final class NATSBus: RelayBus {
+    private let client: NATSClient
+    private let logger: Logger
+    /// Everything but positions, sent in order by one task (`send`): a relay's SUB for a walker must reach
+    /// the server before the notice that makes the walker's relay start publishing to it, and an UNSUB
+    /// must not overtake an earlier SUB of the same walker.
+    private let outbox: AsyncStream<Outgoing>
+    private let outboxInput: AsyncStream<Outgoing>.Continuation
+
+    enum Outgoing {
+        case interest(adding: Set<String>, removing: Set<String>)
+        case notice(ChangeNotice)
+        case digest(PresenceDigest)
+    }
+    /// The receiving tasks, and the one that sends the outbox.
+    private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
+
+    private init(client: NATSClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+        (outbox, outboxInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    /// Connects to the first server that answers (then fails over through `servers` in turn).
+    public static func connect(servers: [NATSServerAddress], node: String, logger: Logger) async throws -> NATSBus {
+        var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
+        configuration.echo = false
+        // A relay must not stop for a NATS outage: it keeps serving its own connections and retries.
+        configuration.maxReconnectAttempts = nil
+        // Positions resume within about a second of the server coming back.
+        configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
+        let client = try await NATSClient.connect(urls: servers.map(\.url), configuration: configuration, logger: logger)
+        return NATSBus(client: client, logger: logger)
+    }
+
+    public var isShared: Bool { true }
+
+    public func start(delivering receiver: any BusReceiver) async throws {
+        let changes = try await client.subscribe(subject: ClusterSubjects.changes, overflow: .dropNewest)
+        let presence = try await client.subscribe(subject: ClusterSubjects.presence)
+        try await client.flush()
+        let logger = self.logger
+        let events = client.events
+        let started = [
+            Task {
+                for await message in changes {
+                    do { receiver.remoteChanges(try ClusterCodec.decodeNotice(message.payload)) } catch {
+                        logger.error("ignored a change notice", metadata: ["error": "\(error)"])
+                    }
+                }
+            },
+            Task {
+                for await message in presence {
+                    do { receiver.remotePresence(try ClusterCodec.decodeDigest(message.payload)) } catch {
+                        logger.error("ignored a presence digest", metadata: ["error": "\(error)"])
+                    }
+                }
+            },
+            Task {
+                for await event in events {
+                    switch event {
+                    case .disconnected:
+                        logger.warning("lost the bus; positions from other relays pause until it is back")
+                        receiver.busDisconnected()
+                    case .reconnected:
+                        // Notices sent while this relay was away are lost: PostgreSQL has what they said.
+                        logger.notice("bus is back; refreshing from the store")
+                        receiver.busReconnected()
+                    default:
+                        break
+                    }
+                }
+            },
+        ]
+        let sending = Task { await self.send(delivering: receiver) }
+        tasks.withLock { $0 = (started, sending) }
+    }
+
+    public func publishPosition(_ message: EncodedMessage, of walker: String) {
+        client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: message.bytes)
+    }
+
+    public func updateInterest(adding: Set<String>, removing: Set<String>) {
+        outboxInput.yield(.interest(adding: adding, removing: removing))
+    }
+
+    public func publishChanges(_ notice: ChangeNotice) {
+        outboxInput.yield(.notice(notice))
+    }
+
+    public func publishPresence(_ digest: PresenceDigest) {
+        outboxInput.yield(.digest(digest))
+    }
+
+    /// Sends what is in the outbox (the relay's last digest), then closes the connection.
+    public func stop() async {
+        outboxInput.finish()
+        let (receiving, sending) = tasks.withLock { $0 }
+        await sending?.value
+        await client.close()
+        for task in receiving { task.cancel() }
+    }
+
+    /// Sends the outbox in order; subscribes to the walkers this relay's connections receive, one
+    /// subscription and one task each.
+    private func send(delivering receiver: any BusReceiver) async {
+        var subscriptions: [String: (subscription: NATSSubscription, task: Task<Void, Never>)] = [:]
+        for await outgoing in outbox {
+            let change: (adding: Set<String>, removing: Set<String>)
+            switch outgoing {
+            case .notice(let notice):
+                client.publishDetached(subject: ClusterSubjects.changes, payload: ClusterCodec.encode(notice))
+                continue
+            case .digest(let digest):
+                client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(digest))
+                continue
+            case .interest(let adding, let removing):
+                change = (adding, removing)
+            }
+            for walker in change.removing {
+                guard let subscribed = subscriptions.removeValue(forKey: walker) else { continue }
+                await subscribed.subscription.unsubscribe()
+                subscribed.task.cancel()
+            }
+            for walker in change.adding where subscriptions[walker] == nil {
+                do {
+                    // A receiver that falls behind keeps the newest positions (as a slow connection does).
+                    let subscription = try await client.subscribe(subject: ClusterSubjects.positions(of: walker),
+                                                                  bufferLimit: 1024, overflow: .dropOldest)
+                    let task = Task {
+                        for await message in subscription {
+                            receiver.remotePosition(EncodedMessage(jsonText: message.payload, type: "pos", positionFrom: walker), of: walker)
+                        }
+                    }
+                    subscriptions[walker] = (subscription, task)
+                } catch {
+                    logger.error("could not subscribe to a walker's positions", metadata: ["walker": "\(walker)", "error": "\(error)"])
+                }
+            }
+        }
+        for subscribed in subscriptions.values { subscribed.task.cancel() }
+    }
+}
+
+extension NATSServerAddress {
+    /// The URL with its password, for the client (never logged).
+    var url: String {
+        let credentials = user.map { "\($0):\(password ?? "")@" } ?? ""
+        return "nats://\(credentials)\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
+}

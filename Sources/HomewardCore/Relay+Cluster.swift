@@ -1,0 +1,262 @@
+import Dispatch
+import HomewardProtocol
+
+/// The relay among others sharing its store, through its `RelayBus`.
+///
+/// PostgreSQL is the truth; each relay keeps its `RelayState` as a cache of it. A relay that committed
+/// changes publishes one `ChangeNotice` per operation (with the events it caused); every other relay
+/// then reloads its cache from the store and only after that delivers the events to its own
+/// connections, all in its mailbox's order, so a client that reacts to an event finds its relay's
+/// cache already showing what caused it. A relay that lost the bus for a while refreshes the same way.
+extension Relay: BusReceiver {
+    // MARK: From the bus (any thread)
+
+    /// A position of `walker` from another relay, to this relay's connections that receive it.
+    /// Runs on the bus's thread; one lock (the walker's shard), the message encoded by the walker's relay.
+    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String) {
+        for sink in presence.remoteAudience(of: walker) { sink.send(message) }
+    }
+
+    public nonisolated func remoteChanges(_ notice: ChangeNotice) {
+        guard notice.node != node else { return }
+        submitRefresh(notice)
+    }
+
+    public nonisolated func remotePresence(_ digest: PresenceDigest) {
+        guard digest.node != node else { return }
+        submit(.remotePresence(digest))
+    }
+
+    public nonisolated func busDisconnected() {
+        submit(.busLost)
+    }
+
+    public nonisolated func busReconnected() {
+        submit(.busBack)
+    }
+
+    /// Whether this relay fires the timers now (for tests and logs).
+    public var firesTimers: Bool { ownsTimers }
+
+    /// Makes this relay the one that fires timers, or no longer (the server's timer lease decides).
+    public nonisolated func setOwnsTimers(_ owns: Bool) {
+        submit(.timerOwnership(owns))
+    }
+
+    /// Starts hearing the other relays, and telling them who is connected here once a second.
+    public nonisolated func startBus() async throws {
+        try await bus.start(delivering: self)
+        guard busIsShared else { return }
+        submit(.presenceTick)
+    }
+
+    /// Tells the other relays this one is gone (its users are offline here), then closes the bus.
+    public nonisolated func stopBus() async {
+        await withCheckedContinuation { submit(.stopBus($0)) }
+        await bus.stop()
+    }
+
+    // MARK: In turn (the actor)
+
+    /// After every command: tells the other relays what it stored and sent, and the bus which walkers'
+    /// positions this relay now needs.
+    func afterCommand() {
+        // Interest first: the bus subscribes before the notice that makes a walker's relay publish to us.
+        let interest = presence.takeInterestChanges()
+        if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
+            bus.updateInterest(adding: interest.added, removing: interest.removed)
+        }
+        if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
+            if !busStopped { bus.publishChanges(notice) }
+            notice.events.removeAll()
+            notice.closeViewers.removeAll()
+            noticeNeeded = false
+        }
+    }
+
+    func addToNotice(_ events: [(to: String, message: JSONValue)]) {
+        for event in events {
+            if let last = notice.events.indices.last, notice.events[last].message == event.message {
+                notice.events[last].recipients.append(event.to)
+            } else {
+                notice.events.append(ChangeNotice.Event(recipients: [event.to], message: event.message))
+            }
+        }
+    }
+
+    /// Reloads the cache from the store, then delivers the notices' events to this relay's connections.
+    func refreshFromStore(then notices: [ChangeNotice]) async {
+        await reloadFromStore(afterRemoteChange: true)
+        for notice in notices {
+            for event in notice.events {
+                let message = EncodedMessage(event.message)
+                for username in event.recipients where !alreadyCaughtUp(username, with: event.message) {
+                    deliver(message, to: username)
+                    if backlogShown != nil { backlogShown?[username, default: []].append(event.message) }
+                }
+            }
+            closeViewers(notice.closeViewers)
+        }
+    }
+
+    /// Remembers what each connected user has been shown of their backlog (pending requests, invites,
+    /// alarms), to tell them what they missed once the bus is back.
+    func busLost() {
+        guard backlogShown == nil else { return }
+        backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+    }
+
+    /// The bus is back, the change notices sent meanwhile are lost: reloads from PostgreSQL, and sends each
+    /// connected user what is pending for them now and was not before (an alarm raised on another relay
+    /// meanwhile), as their next sign-in would.
+    func busBack() async {
+        let shown = backlogShown ?? [:]
+        backlogShown = nil
+        caughtUp = [:]
+        caughtUpAt = clock()
+        await reloadFromStore(afterRemoteChange: true)
+        let now = clock()
+        var delivered: [StoreChange] = []
+        for username in presence.localUsers() {
+            let missed = state.backlog(for: username).filter { message in !(shown[username] ?? []).contains(message) }
+            guard !missed.isEmpty else { continue }
+            for message in missed { deliver(EncodedMessage(message), to: username) }
+            caughtUp[username, default: []] += missed
+            delivered += state.markAlarmsDelivered(to: username, now: now)
+        }
+        if !delivered.isEmpty { try? await persist(delivered) }
+    }
+
+    /// Whether `busBack` already sent `message` to `username`: a notice published during the outage may be
+    /// replayed by its relay's NATS client after the reconnect, and must not show the same event twice.
+    func alreadyCaughtUp(_ username: String, with message: JSONValue) -> Bool {
+        guard clock() - caughtUpAt < Self.replayWindow, let index = caughtUp[username]?.firstIndex(of: message) else { return false }
+        caughtUp[username]?.remove(at: index)
+        return true
+    }
+
+    /// How long after a reconnect replayed notices are expected.
+    static let replayWindow: Int64 = 10_000
+
+    /// Before a request: when the store has committed changes this cache has not loaded (another
+    /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`
+    /// from one relay at once on another thus finds that relay knowing what it was told. One small read
+    /// per request (the sequence's last value); a reload only when the cache really is behind.
+    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
+    /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
+    func catchUpWithStore() async {
+        guard busIsShared, let loaded = state.loadedChangeCount else { return }
+        let now = clock()
+        guard now - changeCountFailedAt >= Self.readBackInterval else { return }
+        let current: Int64?
+        do { current = try await store.changeCount() } catch {
+            changeCountFailedAt = now
+            return
+        }
+        guard let current, current > loaded else { return }
+        await reloadFromStore(afterRemoteChange: true)
+    }
+
+    /// A `hello` with a token this cache does not know may carry one another relay just issued.
+    func refreshIfUnknown(tokenHash hash: String) async {
+        guard busIsShared, !state.knowsToken(hash), (try? await store.username(forTokenHash: hash)) != nil else { return }
+        await reloadFromStore(afterRemoteChange: true)
+    }
+
+    /// Another relay's digest: who came online or went offline there (and so, perhaps, everywhere).
+    func heard(_ digest: PresenceDigest) {
+        let now = clock()
+        let known = remoteNodes[digest.node]?.users ?? []
+        let current = digest.full ? Set(digest.online) : known.union(digest.online).subtracting(digest.lastSeen.keys)
+        for username in current.subtracting(known) where presence.setRemote(username, node: digest.node, connected: true, now: now) {
+            announcePresence(username, online: true, at: now)
+            state.ownerIsOnlineElsewhere(username)
+        }
+        for username in known.subtracting(current) {
+            let lastSeen = digest.lastSeen[username] ?? now
+            guard presence.setRemote(username, node: digest.node, connected: false, now: now, lastSeen: lastSeen) else { continue }
+            announcePresence(username, online: false, at: lastSeen)
+            state.ownerWentOffline(username, at: lastSeen)
+        }
+        remoteNodes[digest.node] = (current, now)
+        for (username, position) in digest.positions { presence.setRemotePosition(position, of: username) }
+        armTimer()
+    }
+
+    /// Once a second: tells the others who is connected here; forgets relays that stopped telling.
+    func presenceTick() {
+        guard !busStopped else { return }
+        bus.publishPresence(currentDigest())
+        recentlyOffline.removeAll()
+        recentlyOnline.removeAll()
+        let now = clock()
+        for (node, heard) in remoteNodes where now - heard.heardAt > PresenceDigest.expiry {
+            // Gone (killed, or cut off): its users are offline as of the last time it spoke.
+            self.heard(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: heard.users.map { ($0, heard.heardAt) })))
+            remoteNodes[node] = nil
+        }
+        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.interval))) { [weak self] in
+            self?.submit(.presenceTick)
+        }
+    }
+
+    /// Someone came or went here: the others hear of it within `PresenceDigest.changeDelay`, not at the next tick.
+    func presenceChanged(_ username: String, online: Bool) {
+        guard busIsShared else { return }
+        if online { recentlyOnline.insert(username) } else { recentlyOnline.remove(username) }
+        guard !changeDigestQueued else { return }
+        changeDigestQueued = true
+        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.changeDelay))) {
+            [weak self] in self?.submit(.presenceChange)
+        }
+    }
+
+    /// Only who came and went since the last digest.
+    func sendChangeDigest() {
+        changeDigestQueued = false
+        guard !busStopped, !recentlyOnline.isEmpty || !recentlyOffline.isEmpty else { return }
+        bus.publishPresence(PresenceDigest(node: node, online: Array(recentlyOnline), full: false, lastSeen: recentlyOffline))
+        recentlyOnline.removeAll()
+        recentlyOffline.removeAll()
+    }
+
+    func currentDigest() -> PresenceDigest {
+        let online = presence.localUsers()
+        var positions: [String: Position] = [:]
+        for owner in state.owners where presence.connectionCount(of: owner) > 0 {
+            positions[owner] = presence.lastPosition(owner)
+        }
+        return PresenceDigest(node: node, online: online, lastSeen: recentlyOffline, positions: positions)
+    }
+
+    func takeTimers(_ owns: Bool) async {
+        guard owns != ownsTimers else { return }
+        ownsTimers = owns
+        logger.notice(owns ? "this relay fires the timers now" : "this relay no longer fires the timers", metadata: ["node": "\(node)"])
+        if owns {
+            // The previous owner may have fired some a moment ago: start from what is stored.
+            if busIsShared { await reloadFromStore(afterRemoteChange: true) }
+            await fireDueWork()
+        } else {
+            armTimer()
+        }
+    }
+
+    /// The last digest says nobody is connected here any more, so the others need not wait for the expiry.
+    func stopBusInTurn() async {
+        guard busIsShared, !busStopped else { return }
+        bus.publishPresence(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, clock()) })))
+        busStopped = true
+    }
+}
+
+extension StoreChange {
+    /// Whether the other relays' caches must reload after this change. Sign-in bookkeeping (last seen,
+    /// a token's last use) is not worth a reload everywhere: presence digests carry last-seen times.
+    public var concernsOtherRelays: Bool {
+        switch self {
+        case .lastSeen, .useToken: false
+        default: true
+        }
+    }
+}

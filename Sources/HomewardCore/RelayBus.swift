@@ -1,0 +1,104 @@
+import HomewardProtocol
+
+/// How a relay hears what the other relays sharing its store do, and tells them what it does.
+///
+/// The core sees only this protocol: `LocalBus` (one relay, nothing to tell) is the default, and the
+/// server wires in the NATS one (`HomewardCluster`) for `--bus nats://...`. What goes over a bus:
+/// - positions, each published once (its `pos` event, encoded once), to the relays that asked for
+///   that walker because one of their connections receives them (`updateInterest`);
+/// - change notices: after a relay committed changes to the store, the events they cause, so that
+///   the others refresh their caches from the store and then deliver the events to their connections;
+/// - presence digests: who is connected to which relay, and the last positions of walkers, once a second.
+public protocol RelayBus: Sendable {
+    /// False for a relay that is alone: it then builds no notices and no digests.
+    var isShared: Bool { get }
+    /// Starts delivering what the other relays send to `receiver`.
+    func start(delivering receiver: any BusReceiver) async throws
+    /// Sends `message` (a `pos` event) to the relays that receive `walker`'s positions. Called on the
+    /// walker's event loop: must not block or suspend, and must keep the order of calls from one thread.
+    func publishPosition(_ message: EncodedMessage, of walker: String)
+    /// Walkers whose positions this relay now needs (a local connection receives them) or no longer needs.
+    func updateInterest(adding: Set<String>, removing: Set<String>)
+    func publishChanges(_ notice: ChangeNotice)
+    func publishPresence(_ digest: PresenceDigest)
+    /// Stops delivering and closes the connection to the bus.
+    func stop() async
+}
+
+/// What a bus delivers to its relay.
+public protocol BusReceiver: AnyObject, Sendable {
+    func remotePosition(_ message: EncodedMessage, of walker: String)
+    func remoteChanges(_ notice: ChangeNotice)
+    func remotePresence(_ digest: PresenceDigest)
+    /// The connection to the bus was lost: messages sent meanwhile will be missed.
+    func busDisconnected()
+    /// The connection to the bus is back: refresh from the store what was missed.
+    func busReconnected()
+}
+
+/// Another relay committed changes to the store: refresh from it, then deliver these events.
+public struct ChangeNotice: Sendable, Equatable {
+    public var node: String
+    /// Each event with its recipients, in the order the committing relay sent them.
+    public var events: [Event]
+    /// Viewer keys of share links that ended: their viewers are closed after the events.
+    public var closeViewers: [String]
+
+    public struct Event: Sendable, Equatable {
+        public var recipients: [String]
+        public var message: JSONValue
+
+        public init(recipients: [String], message: JSONValue) {
+            self.recipients = recipients
+            self.message = message
+        }
+    }
+
+    public init(node: String, events: [Event] = [], closeViewers: [String] = []) {
+        self.node = node
+        self.events = events
+        self.closeViewers = closeViewers
+    }
+}
+
+/// One relay's connected users: all of them once a second (`full`), and in between, within
+/// `PresenceDigest.changeDelay` of a change, only who came and went. A relay not heard from for
+/// `PresenceDigest.expiry` counts as gone (its users offline).
+public struct PresenceDigest: Sendable, Equatable {
+    public var node: String
+    /// Every user with a connection to `node` (full), or those who got their first since the last digest.
+    public var online: [String]
+    public var full = true
+    /// Users whose last connection to `node` closed since its previous digest, and when.
+    public var lastSeen: [String: Int64]
+    /// The last positions of walkers connected to `node` that someone may receive (owners of sessions and alarms).
+    public var positions: [String: Position]
+
+    public init(node: String, online: [String] = [], full: Bool = true, lastSeen: [String: Int64] = [:],
+                positions: [String: Position] = [:]) {
+        self.node = node
+        self.online = online
+        self.full = full
+        self.lastSeen = lastSeen
+        self.positions = positions
+    }
+
+    /// How often a relay sends its full digest, in milliseconds.
+    public static let interval: Int64 = 1000
+    /// How soon after someone comes or goes a relay sends a digest of the change.
+    public static let changeDelay: Int64 = 50
+    /// After this long without a digest a relay counts as gone.
+    public static let expiry: Int64 = 3000
+}
+
+/// The bus of a relay that is alone: nothing to send, nothing to hear.
+public struct LocalBus: RelayBus {
+    public init() {}
+    public var isShared: Bool { false }
+    public func start(delivering receiver: any BusReceiver) async throws {}
+    public func publishPosition(_ message: EncodedMessage, of walker: String) {}
+    public func updateInterest(adding: Set<String>, removing: Set<String>) {}
+    public func publishChanges(_ notice: ChangeNotice) {}
+    public func publishPresence(_ digest: PresenceDigest) {}
+    public func stop() async {}
+}

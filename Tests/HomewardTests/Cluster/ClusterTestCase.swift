@@ -1,0 +1,98 @@
+import Foundation
+import HomewardNATS
+import HomewardPostgres
+import HomewardServer
+import Synchronization
+import XCTest
+
+/// Several relays in this test process on one PostgreSQL database and one nats-server (`--bus nats://`),
+/// each on its own loopback port, as behind a load balancer. PostgreSQL is started once per class
+/// (each test has its own database); nats-server once per test.
+class ClusterTestCase: EndToEndTestCase {
+    private static let shared = Mutex<[ObjectIdentifier: PostgresServer.Availability]>([:])
+
+    /// The class's PostgreSQL; fails when it is missing, skips only with HOMEWARD_SKIP_POSTGRES=1.
+    func postgres() async throws -> PostgresServer {
+        let key = ObjectIdentifier(type(of: self))
+        var availability = Self.shared.withLock { $0[key] }
+        if availability == nil {
+            let started = await PostgresServer.startIfAvailable()
+            Self.shared.withLock { $0[key] = started }
+            availability = started
+        }
+        guard let server = try availability?.server() else {
+            throw XCTSkip("\(PostgresServer.skipVariable)=1: PostgreSQL tests skipped")
+        }
+        return server
+    }
+
+    override class func tearDown() {
+        let key = ObjectIdentifier(self)
+        if case .running(let server)? = shared.withLock({ $0.removeValue(forKey: key) }) { server.remove() }
+        super.tearDown()
+    }
+
+    /// A nats-server stopped when the test ends.
+    func startNATS() async throws -> NATSServerProcess {
+        let nats = try await NATSServerProcess.start()
+        addTeardownBlock { nats.stop() }
+        return nats
+    }
+
+    /// The store and bus settings of one cluster: a fresh database and a nats-server.
+    struct Cluster {
+        let location: PostgresLocation
+        let nats: NATSServerProcess
+
+        func configure(_ config: inout RelayConfiguration, node: String) throws {
+            config.store = .postgres(location)
+            config.bus = try BusSetting(parsing: nats.url)
+            config.nodeID = node
+        }
+
+        /// The same settings as flags of the real executable.
+        func arguments(node: String) -> [String] {
+            ["--store", "postgres://\(location.username)@\(location.host):\(location.port)/\(location.database)?sslmode=disable",
+             "--bus", nats.url, "--node-id", node]
+        }
+    }
+
+    func startCluster() async throws -> Cluster {
+        let server = try await postgres()
+        return Cluster(location: try server.createDatabase(), nats: try await startNATS())
+    }
+
+    /// One relay of `cluster`, named `node`; `configure` may change anything but the store, bus and name.
+    func startNode(_ node: String, of cluster: Cluster,
+                   _ configure: @escaping (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
+        var failure: (any Error)?
+        let relay = try await startRelay { config in
+            configure(&config)
+            do { try cluster.configure(&config, node: node) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        return relay
+    }
+
+    /// Waits until `relay` fires the timers (it won the PostgreSQL lock).
+    func waitUntilFiringTimers(_ relay: TestRelay, within seconds: Double = 10) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if await try relay.running.relay.firesTimers { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("\(relay.configuration.nodeID) did not take the timers within \(seconds) s")
+    }
+
+    /// Polls `condition` every 50 ms until it holds or `seconds` pass; returns how long it took.
+    @discardableResult
+    func eventually(within seconds: Double, _ what: String, _ condition: () async throws -> Bool) async throws -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(seconds) {
+            if try await condition() { return clock.now - start }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("\(what) did not happen within \(seconds) s")
+    }
+}
