@@ -46,7 +46,7 @@ cluster_tests() {
     junit="$(mktemp "${TMPDIR:-/tmp}/homeward-cluster.XXXXXX.xml")"
     (cd "$here" && "$venv/bin/python" -m pytest . -q -rfs -p no:cacheprovider --junitxml="$junit" "$@")
     status=$?
-    "$venv/bin/python" "$here/../python/summary.py" "$junit" "$status"
+    "$venv/bin/python" "$here/../python/junit_summary.py" "$junit" "$status"
     rm -f "$junit"
     return "$status"
 }
