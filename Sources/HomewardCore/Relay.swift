@@ -65,6 +65,10 @@ public actor Relay {
     var caughtUp: [String: [JSONValue]] = [:]
     var caughtUpAt: Int64 = 0
     var busStopped = false
+    /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
+    var signedInTokens = SignedInTokens()
+    /// Tokens this command revoked.
+    var revokedTokens: [String] = []
     /// When reading the store's change count last failed (see `catchUpWithStore`).
     var changeCountFailedAt: Int64 = .min / 2
 
@@ -459,12 +463,14 @@ public actor Relay {
                         reply: [(String, JSONValue)], done: @escaping Completion) async {
         // Signing in again as the same user on the same connection changes nothing anyone can see.
         if let previous, previous.username == auth.username {
+            signedInTokens.remember(auth.tokenHash, sink)
             done(.success(RelayReply(reply, auth: .authenticated(auth))))
             return
         }
         if let previous { detach(previous.username, sink) }
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
+        signedInTokens.remember(auth.tokenHash, sink)
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
@@ -508,6 +514,7 @@ public actor Relay {
             presence.detachViewer(username, sink)
             return
         }
+        signedInTokens.forget(sink)
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
         if unsavedLastSeen.isEmpty {
@@ -716,6 +723,7 @@ public actor Relay {
         do {
             let count = try await store.applyCounting(changes)
             if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
             state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
