@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .target(
@@ -60,6 +61,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Web Push (RFC 8030) as an application server: message encryption (RFC 8291, aes128gcm),
+        // VAPID (RFC 8292) and a sender on async-http-client. Knows nothing of Homeward.
+        .target(
+            name: "HomewardWebPush",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "HomewardStorage",
             dependencies: ["HomewardCore", .product(name: "GRDB", package: "GRDB.swift")]
@@ -80,6 +93,7 @@ let package = Package(
             name: "HomewardServer",
             dependencies: [
                 "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
+                "HomewardWebPush",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -98,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "homeward-relay",
             dependencies: [
-                "HomewardServer",
+                "HomewardServer", "HomewardWebPush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -150,6 +164,14 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "HomewardWebPushTests",
+            dependencies: [
+                "HomewardWebPush",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "HomewardClientTests",
             dependencies: [
                 "HomewardClient", "HomewardCLI", "HomewardProtocol", "HomewardServer",
@@ -163,6 +185,8 @@ let package = Package(
             name: "HomewardTests",
             dependencies: [
                 "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
+                "HomewardWebPush",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -14,7 +14,7 @@ public struct HomewardCommand: AsyncParsableCommand {
             RegisterCommand.self, LoginCommand.self, LogoutCommand.self, WhoamiCommand.self, SessionsCommand.self,
             FriendsCommand.self, ShareCommand.self, FollowCommand.self, WatchCommand.self,
             CheckinCommand.self, PosCommand.self, WalkCommand.self,
-            PanicCommand.self, AckCommand.self, CancelCommand.self, ContactsCommand.self,
+            PanicCommand.self, AckCommand.self, CancelCommand.self, ContactsCommand.self, PushCommand.self,
             PauseCommand.self, ResumeCommand.self, MeetCommand.self, MsgCommand.self,
             ShellCommand.self, SimCommand.self,
         ])

@@ -148,4 +148,21 @@ extension RelayClient {
     public func alarmContacts(set usernames: [String]? = nil) async throws(RelayClientError) -> [String] {
         try await request(.alarmContacts(usernames: usernames), as: AlarmContactsReply.self).usernames
     }
+
+    // MARK: Push (protocol 1.1)
+
+    /// Registers a Web Push subscription (as a browser's `PushSubscription.toJSON()` gives it); returns its id.
+    public func subscribePush(endpoint: String, p256dh: String, auth: String) async throws(RelayClientError) -> String {
+        try await request(.pushSubscribe(.init(endpoint: endpoint, p256dh: p256dh, auth: auth)), as: PushSubscribeReply.self)
+            .subscriptionId
+    }
+
+    public func unsubscribePush(_ id: String) async throws(RelayClientError) {
+        try await request(.pushUnsubscribe(subscriptionId: id))
+    }
+
+    /// The account's push subscriptions, oldest first (without their keys).
+    public func pushSubscriptions() async throws(RelayClientError) -> [PushSubscriptionInfo] {
+        try await request(.pushList, as: PushListReply.self).subscriptions
+    }
 }

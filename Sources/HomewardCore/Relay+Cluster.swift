@@ -66,10 +66,18 @@ extension Relay: BusReceiver {
         if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
             bus.updateInterest(adding: interest.added, removing: interest.removed)
         }
+        // A revoked token signs nobody in any more: its connections (here and, through the notice,
+        // elsewhere) close; the one that sent `logout` was signed out before and stays.
+        if !revokedTokens.isEmpty {
+            closeConnections(signedInWith: revokedTokens)
+            if busIsShared { notice.revokedTokens += revokedTokens }
+            revokedTokens.removeAll()
+        }
         if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
             if !busStopped { bus.publishChanges(notice) }
             notice.events.removeAll()
             notice.closeViewers.removeAll()
+            notice.revokedTokens.removeAll()
             noticeNeeded = false
         }
     }
@@ -96,6 +104,15 @@ extension Relay: BusReceiver {
                 }
             }
             closeViewers(notice.closeViewers)
+            closeConnections(signedInWith: notice.revokedTokens)
+        }
+    }
+
+    func closeConnections(signedInWith tokens: [String]) {
+        for hash in tokens {
+            for sink in signedInTokens.connections(signedInWith: hash) {
+                sink.close(.policyViolation, reason: "signed out: the token was revoked")
+            }
         }
     }
 

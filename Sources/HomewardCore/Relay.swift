@@ -65,6 +65,10 @@ public actor Relay {
     var caughtUp: [String: [JSONValue]] = [:]
     var caughtUpAt: Int64 = 0
     var busStopped = false
+    /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
+    var signedInTokens = SignedInTokens()
+    /// Tokens this command revoked.
+    var revokedTokens: [String] = []
     /// When reading the store's change count last failed (see `catchUpWithStore`).
     var changeCountFailedAt: Int64 = .min / 2
 
@@ -79,6 +83,10 @@ public actor Relay {
     private var lastReadBack: Int64 = 0
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
+    /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
+    private let push: PushSettings
+    private let planner: PushPlanner
+
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
     private let alarmsPending: Gauge
@@ -88,13 +96,16 @@ public actor Relay {
                 safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
                 node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
-                metrics: any MetricsFactory = MetricsSystem.factory) async throws {
+                metrics: any MetricsFactory = MetricsSystem.factory,
+                push: PushSettings = PushSettings()) async throws {
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         self.store = store
+        self.push = push
+        self.planner = PushPlanner(settings: push)
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
@@ -179,6 +190,11 @@ public actor Relay {
         await withCheckedContinuation { submit(.fireDue(then: $0)) }
     }
 
+    /// Forgets a push subscription the push service no longer knows (it answered 404 or 410).
+    public nonisolated func removePushSubscription(_ id: String) {
+        submit(.removePushSubscription(id))
+    }
+
     /// Waits until every operation submitted so far has finished, and stores pending last-seen times.
     public nonisolated func drain() async {
         await withCheckedContinuation { submit(.drain($0)) }
@@ -192,6 +208,9 @@ public actor Relay {
         /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
         case disconnect(String, any ClientSink)
+        /// A `push.subscribe` whose endpoint and keys were checked off the queue; stored in turn.
+        case pushChecked(Request.PushSubscribe, username: String, done: Completion)
+        case removePushSubscription(String)
         case arrive(String)
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
@@ -273,6 +292,12 @@ public actor Relay {
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
         case .disconnect(let username, let sink):
             detach(username, sink)
+        case .pushChecked(let subscription, let username, let done):
+            guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
+            await subscribePush(subscription, username: username, done: done)
+        case .removePushSubscription(let id):
+            guard await stateIsStored() else { return }
+            await complete(state.removePushSubscription(id))
         case .arrive(let session):
             // Lost during an outage: the walker's next position inside the destination arrives again.
             guard await stateIsStored() else { return }
@@ -338,6 +363,19 @@ public actor Relay {
             }
         case .hello(let token):
             await hello(token: token, previous: auth, sink: sink, done: done)
+        case .pushSubscribe(let subscription):
+            guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
+            // The endpoint check may resolve a host name: done off the queue, like password hashing,
+            // so no other operation waits for DNS; the subscription is stored when it comes back.
+            let check = push.checkSubscription
+            Task {
+                do throws(RelayError) {
+                    try await check(subscription.endpoint, subscription.p256dh, subscription.auth)
+                    self.submit(.pushChecked(subscription, username: auth.username, done: done))
+                } catch {
+                    done(.failure(error))
+                }
+            }
         case .watch(let token):
             guard auth == nil else { return done(.failure(.forbidden("a signed-in connection cannot watch; open another"))) }
             watch(token: token, peer: peer, sink: sink, done: done)
@@ -409,7 +447,8 @@ public actor Relay {
 
     /// The `ok` reply to `register`, `login` and `hello`.
     private func signInReply(_ username: String, token: String?) -> [(String, JSONValue)] {
-        SignInReply(user: state.profile(username), token: token, features: features, node: node).fields
+        SignInReply(user: state.profile(username), token: token, features: features,
+                    vapidPublicKey: push.vapidPublicKey, node: node).fields
     }
 
     private func checkConnectionLimit(_ username: String, previous: Authentication?) throws(RelayError) {
@@ -424,12 +463,14 @@ public actor Relay {
                         reply: [(String, JSONValue)], done: @escaping Completion) async {
         // Signing in again as the same user on the same connection changes nothing anyone can see.
         if let previous, previous.username == auth.username {
+            signedInTokens.remember(auth.tokenHash, sink)
             done(.success(RelayReply(reply, auth: .authenticated(auth))))
             return
         }
         if let previous { detach(previous.username, sink) }
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
+        signedInTokens.remember(auth.tokenHash, sink)
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
@@ -475,6 +516,7 @@ public actor Relay {
             presence.detachViewer(username, sink)
             return
         }
+        signedInTokens.forget(sink)
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
         if unsavedLastSeen.isEmpty {
@@ -550,6 +592,8 @@ public actor Relay {
                 if !outcome.changes.isEmpty { alarmsAcknowledged.increment() }
             case .alarmCancel(let id, let reason): outcome = try state.cancelAlarm(user, id, reason: reason, now: now)
             case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
+            case .pushUnsubscribe(let id): outcome = try state.unsubscribePush(user, id)
+            case .pushList: outcome = state.listPush(user)
             case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
             case .shareList: outcome = state.listShares(user, now: now)
             case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
@@ -564,21 +608,40 @@ public actor Relay {
             case .meetList: outcome = state.listMeetings(user)
             case .msgSend(let to, let text): outcome = try state.sendMessage(user, to: to, text: text, presence: presence, now: now)
             case .msgRead(let id): outcome = try state.readMessage(user, id, now: now)
-            case .register, .login, .hello, .position, .ping, .watch:
+            case .register, .login, .hello, .position, .ping, .watch, .pushSubscribe:
                 throw .invalid("not served here")
             }
-            try await persist(outcome.changes)
+            try await persistWithPushes(&outcome, now: now)
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
-            done(.success(RelayReply(outcome.reply, auth: authChange)))
+            done(.success(RelayReply(replyAfterAudience(outcome), auth: authChange)))
             deliverEvents(outcome)
         } catch {
             done(.failure(error))
         }
     }
 
+    private func subscribePush(_ subscription: Request.PushSubscribe, username: String, done: @escaping Completion) async {
+        do throws(RelayError) {
+            let outcome = try state.subscribePush(username, subscription, limit: push.maxSubscriptionsPerUser, now: clock())
+            try await persist(outcome.changes)
+            done(.success(RelayReply(outcome.reply, auth: .unchanged)))
+        } catch {
+            done(.failure(error))
+        }
+    }
+
     // MARK: Delivery
+
+    /// Stores an outcome together with the pushes and webhook calls it causes (one transaction), then
+    /// wakes the delivery worker.
+    private func persistWithPushes(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
+        let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
+        outcome.changes += pushes
+        try await persist(outcome.changes)
+        if !pushes.isEmpty { push.outboxChanged() }
+    }
 
     /// Sends an outcome's events, each encoded once for all its recipients; audience changes must
     /// already be applied.
@@ -607,6 +670,19 @@ public actor Relay {
         }
     }
 
+    /// The reply, with `position` read now if the rule asked for it (see `Outcome.replyPositionOf`).
+    private func replyAfterAudience(_ outcome: Outcome) -> [(String, JSONValue)] {
+        guard let owner = outcome.replyPositionOf else { return outcome.reply }
+        var reply = outcome.reply
+        let position = presence.lastPosition(owner)?.json ?? .null
+        if let index = reply.firstIndex(where: { $0.0 == "position" }) {
+            reply[index].1 = position
+        } else {
+            reply.append(("position", position))
+        }
+        return reply
+    }
+
     private func applyAudience(_ outcome: Outcome) {
         syncPresence(owners: outcome.audienceChanged)
     }
@@ -622,8 +698,9 @@ public actor Relay {
     /// Persists and publishes an outcome that no request is waiting for.
     private func complete(_ outcome: Outcome) async {
         guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
+        var outcome = outcome
         do {
-            try await persist(outcome.changes)
+            try await persistWithPushes(&outcome, now: clock())
             applyAudience(outcome)
             deliverEvents(outcome)
         } catch {
@@ -672,6 +749,7 @@ public actor Relay {
         do {
             let count = try await store.applyCounting(changes)
             if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
             state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])

@@ -43,6 +43,8 @@ public struct ChangeNotice: Sendable, Equatable {
     public var events: [Event]
     /// Viewer keys of share links that ended: their viewers are closed after the events.
     public var closeViewers: [String]
+    /// Hashes of tokens revoked (logout, `auth.revoke`): connections signed in with them are closed.
+    public var revokedTokens: [String]
 
     public struct Event: Sendable, Equatable {
         public var recipients: [String]
@@ -54,10 +56,11 @@ public struct ChangeNotice: Sendable, Equatable {
         }
     }
 
-    public init(node: String, events: [Event] = [], closeViewers: [String] = []) {
+    public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = []) {
         self.node = node
         self.events = events
         self.closeViewers = closeViewers
+        self.revokedTokens = revokedTokens
     }
 }
 

@@ -32,6 +32,7 @@ extension RelayState {
         index(alarm)
         var outcome = Outcome()
         outcome.changes.append(.saveAlarm(alarm))
+        outcome.raisedAlarms.append(alarm.id)
         outcome.audienceChanged.insert(owner)
         let info = alarm.info(owner: profile(owner))
         outcome.send(.alarm(info, repeat: nil), to: recipients + viewerKeys(ofOwner: owner))

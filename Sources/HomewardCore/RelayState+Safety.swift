@@ -147,6 +147,7 @@ extension Outcome {
         events.append(contentsOf: other.events)
         changes.append(contentsOf: other.changes)
         audienceChanged.formUnion(other.audienceChanged)
+        raisedAlarms.append(contentsOf: other.raisedAlarms)
         closeViewers.append(contentsOf: other.closeViewers)
     }
 }

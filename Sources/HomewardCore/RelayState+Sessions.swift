@@ -56,6 +56,8 @@ extension RelayState {
         outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
         outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
                                            position: isHidden(session.owner, from: actor) ? nil : presence.lastPosition(session.owner)).fields
+        // A pause hides the owner from this follower: no position in the reply, then or later.
+        if !isHidden(session.owner, from: actor) { outcome.replyPositionOf = session.owner }
         return outcome
     }
 

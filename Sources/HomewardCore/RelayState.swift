@@ -28,6 +28,9 @@ public struct RelayState: Sendable {
     public internal(set) var alarms: [String: Alarm] = [:]
     var alarmsByOwner: [String: Set<String>] = [:]
     var alarmsByRecipient: [String: Set<String>] = [:]
+    /// Web Push subscriptions by id, and each user's ids in the order they subscribed.
+    var pushSubscriptions: [String: PushSubscription] = [:]
+    var pushByUser: [String: [String]] = [:]
     /// Live share links by id, by their token's hash and by session.
     var shares: [String: ShareLink] = [:]
     var sharesByHash: [String: String] = [:]
@@ -72,6 +75,9 @@ public struct RelayState: Sendable {
         contacts = stored.alarmContacts
         for session in stored.sessions { index(session) }
         for alarm in stored.alarms { index(alarm) }
+        for subscription in stored.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
+            index(subscription)
+        }
         // A link outlives nothing: one whose session is gone is not indexed (ending a session removes
         // its links in the same transaction, so there should be none). Expired ones are indexed so that
         // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.

@@ -40,6 +40,7 @@ public struct StoredState: Sendable {
     public var alarmContacts: [String: [String]] = [:]
     public var sessions: [FollowSession] = []
     public var alarms: [Alarm] = []
+    public var pushSubscriptions: [PushSubscription] = []
     /// Share links not removed yet (some may have expired while the relay was down).
     public var shares: [ShareLink] = []
     /// Friends' map: standing shares by owner, pauses, meeting points, unread messages.

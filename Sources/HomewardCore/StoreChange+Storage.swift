@@ -18,6 +18,10 @@ extension StoreChange {
         case let .endSession(id, _, _), let .endAlarm(id, _, _): [id]
         case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
         case let .lastSeen(username, _): [username]
+        case let .savePushSubscription(subscription): [subscription.id, subscription.username]
+        case let .deletePushSubscription(id): [id]
+        case let .enqueueOutbox(entry): [entry.id] + (entry.subscriptionId.map { [$0] } ?? []) + (entry.alarmId.map { [$0] } ?? [])
+        case let .cancelAlarmPushes(alarmId): [alarmId]
         case let .saveShare(share): [share.id, share.sessionId, share.owner, share.tokenHash]
         case let .removeShare(id), let .removeMeeting(id), let .removeMessage(id): [id]
         case let .setStandingShare(owner, friends): [owner] + friends

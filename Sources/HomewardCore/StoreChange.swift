@@ -21,6 +21,12 @@ public enum StoreChange: Sendable, Equatable {
     case saveAlarm(Alarm)
     case endAlarm(id: String, reason: String, at: Int64)
     case lastSeen(username: String, at: Int64)
+    case savePushSubscription(PushSubscription)
+    /// Removes the subscription and every outbox entry still waiting for it.
+    case deletePushSubscription(id: String)
+    case enqueueOutbox(OutboxEntry)
+    /// The alarm was acknowledged or cancelled: its Web Pushes still waiting are dropped (webhook calls stay).
+    case cancelAlarmPushes(alarmId: String)
     /// A new share link (its token's hash only).
     case saveShare(ShareLink)
     /// A share link ended: revoked, expired, or its session ended.

@@ -154,8 +154,45 @@ enum PostgresSchema {
             """,
             "CREATE INDEX shares_by_session ON shares(session_id)",
         ]),
-        // Issue 15, friends' map (SQLite's v6-friends-map): standing shares, pauses, meeting points, unread messages.
-        Migration(version: "v3-friends-map", statements: [
+        // Issue 14: Web Push subscriptions and the durable outbox (SQLite's v6-push). Endpoints and keys are
+        // checked when subscribing (no control characters, base64url): TEXT compared by code point, like keys.
+        Migration(version: "v3-push", statements: [
+            """
+            CREATE TABLE push_subscriptions (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                username TEXT COLLATE "C" NOT NULL,
+                endpoint TEXT COLLATE "C" NOT NULL,
+                p256dh TEXT COLLATE "C" NOT NULL,
+                auth TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX push_subscriptions_by_username ON push_subscriptions(username)",
+            """
+            CREATE TABLE push_outbox (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                kind TEXT COLLATE "C" NOT NULL,
+                subscription_id TEXT COLLATE "C",
+                endpoint TEXT COLLATE "C" NOT NULL,
+                p256dh TEXT COLLATE "C" NOT NULL,
+                auth TEXT COLLATE "C" NOT NULL,
+                payload BYTEA NOT NULL,
+                urgency TEXT COLLATE "C" NOT NULL,
+                topic TEXT COLLATE "C",
+                ttl BIGINT NOT NULL,
+                alarm_id TEXT COLLATE "C",
+                created_at BIGINT NOT NULL,
+                next_attempt_at BIGINT NOT NULL,
+                attempts BIGINT NOT NULL DEFAULT 0,
+                claimed_until BIGINT
+            )
+            """,
+            "CREATE INDEX push_outbox_due ON push_outbox(next_attempt_at)",
+            "CREATE INDEX push_outbox_by_subscription ON push_outbox(subscription_id)",
+            "CREATE INDEX push_outbox_by_alarm ON push_outbox(alarm_id)",
+        ]),
+        // Issue 15, friends' map (SQLite's v7-friends-map): standing shares, pauses, meeting points, unread messages.
+        Migration(version: "v4-friends-map", statements: [
             """
             CREATE TABLE standing_shares (
                 owner TEXT COLLATE "C" NOT NULL,

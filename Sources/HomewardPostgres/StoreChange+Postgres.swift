@@ -72,6 +72,32 @@ extension StoreChange {
         case let .lastSeen(username, at):
             try await run("UPDATE users SET last_seen = \(at) WHERE username = \(username)")
 
+        case let .savePushSubscription(subscription):
+            try await run("""
+                INSERT INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at)
+                VALUES (\(subscription.id), \(subscription.username), \(subscription.endpoint), \(subscription.p256dh),
+                        \(subscription.auth), \(subscription.createdAt))
+                ON CONFLICT (id) DO UPDATE SET
+                    username = excluded.username, endpoint = excluded.endpoint, p256dh = excluded.p256dh,
+                    auth = excluded.auth, created_at = excluded.created_at
+                """)
+
+        case let .deletePushSubscription(id):
+            try await run("DELETE FROM push_outbox WHERE subscription_id = \(id)")
+            try await run("DELETE FROM push_subscriptions WHERE id = \(id)")
+
+        case let .enqueueOutbox(entry):
+            try await run("""
+                INSERT INTO push_outbox (id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic,
+                                         ttl, alarm_id, created_at, next_attempt_at, attempts)
+                VALUES (\(entry.id), \(entry.kind.rawValue), \(entry.subscriptionId), \(entry.endpoint), \(entry.p256dh),
+                        \(entry.auth), \(Data(entry.payload)), \(entry.urgency), \(entry.topic), \(Int64(entry.ttl)),
+                        \(entry.alarmId), \(entry.createdAt), \(entry.nextAttemptAt), \(Int64(entry.attempts)))
+                """)
+
+        case let .cancelAlarmPushes(alarmId):
+            try await run("DELETE FROM push_outbox WHERE alarm_id = \(alarmId) AND kind = \(OutboxEntry.Kind.webPush.rawValue)")
+
         case let .saveShare(share):
             try await run("""
                 INSERT INTO shares (id, session_id, owner, token_hash, created_at, expires_at)

@@ -43,10 +43,18 @@ extension StoredState {
 
         sessions = try await Self.activeSessions(rows)
         alarms = try await Self.activeAlarms(rows)
+
         for try await (id, sessionId, owner, hash, created, expires) in try await rows(
             "SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares ORDER BY created_at, id"
         ).decode((String, String, String, String, Int64, Int64).self) {
             shares.append(ShareLink(id: id, sessionId: sessionId, owner: owner, tokenHash: hash, createdAt: created, expiresAt: expires))
+        }
+
+        for try await (id, username, endpoint, p256dh, auth, created) in try await rows(
+            "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id"
+        ).decode((String, String, String, String, String, Int64).self) {
+            pushSubscriptions.append(PushSubscription(id: id, username: username, endpoint: endpoint, p256dh: p256dh,
+                                                      auth: auth, createdAt: created))
         }
         try await loadFriendsMap(rows)
     }

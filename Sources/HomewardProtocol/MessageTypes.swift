@@ -11,6 +11,7 @@ public enum MessageTypes {
         "session.end", "session.list",
         "pos",
         "alarm.raise", "alarm.ack", "alarm.cancel", "alarm.contacts",
+        "push.subscribe", "push.unsubscribe", "push.list",
         "ping",
         "share.create", "share.list", "share.revoke", "watch",
         "share.always", "friend.location", "location.pause", "location.resume",

@@ -35,6 +35,10 @@ public enum Request: Sendable, Equatable {
     case alarmCancel(alarmId: String, reason: String?)
     case alarmContacts(usernames: [String]?)
 
+    case pushSubscribe(PushSubscribe)
+    case pushUnsubscribe(subscriptionId: String)
+    case pushList
+
     case ping
 
     // Share links (protocol 1.1): watching one session without an account.
@@ -72,6 +76,32 @@ public enum Request: Sendable, Equatable {
             self.lon = lon
             self.acc = acc
             self.to = to
+        }
+    }
+
+    /// `push.subscribe`: a browser's `PushSubscription.toJSON()` with `kind: "webpush"`. Only shapes
+    /// are checked here; the relay checks the endpoint's address and the keys' bytes.
+    public struct PushSubscribe: Sendable, Equatable {
+        public var endpoint: String
+        public var p256dh: String
+        public var auth: String
+
+        public init(endpoint: String, p256dh: String, auth: String) {
+            self.endpoint = endpoint
+            self.p256dh = p256dh
+            self.auth = auth
+        }
+
+        public static let endpointLimit = 2048
+
+        init(fields: Fields) throws(ProtocolError) {
+            let kind = try fields.requiredString("kind", maxLength: 32)
+            guard kind == "webpush" else { throw .badRequest("kind must be \"webpush\"") }
+            endpoint = try fields.requiredString("endpoint", maxLength: Self.endpointLimit)
+            guard case .object? = fields.object["keys"] else { throw .badRequest("keys must be an object with p256dh and auth") }
+            let keys = Fields(fields.object["keys"] ?? .null)
+            p256dh = try keys.requiredString("p256dh", maxLength: 128)
+            auth = try keys.requiredString("auth", maxLength: 64)
         }
     }
 
@@ -150,6 +180,9 @@ public enum Request: Sendable, Equatable {
             self = .alarmCancel(alarmId: try fields.identifier("alarmId"),
                                 reason: try fields.string("reason", maxLength: Self.noteLimit))
         case "alarm.contacts": self = .alarmContacts(usernames: try fields.usernames("usernames"))
+        case "push.subscribe": self = .pushSubscribe(try PushSubscribe(fields: fields))
+        case "push.unsubscribe": self = .pushUnsubscribe(subscriptionId: try fields.identifier("subscriptionId"))
+        case "push.list": self = .pushList
         case "ping": self = .ping
         case "share.create":
             // Any whole number is read here; the relay checks it against its limits and the session's end.

@@ -10,6 +10,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let metrics: @Sendable () -> [UInt8]
     private let site: WebSite
     private let security: SecurityHeaders
+    /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
+    var vapidPublicKey = ""
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
@@ -69,6 +71,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var answer = HTTPAnswer(.ok, "", contentType: "text/plain; version=0.0.4; charset=utf-8")
             answer.body = ByteBuffer(bytes: metrics())
             return answer
+        case "/v1/push/key":
+            return HTTPAnswer(.ok, "{\"vapidPublicKey\":\"\(vapidPublicKey)\"}\n", contentType: "application/json")
         default:
             return site.answer(path: path, headers: head.headers)
         }

@@ -27,13 +27,15 @@ public struct RelayConfiguration: Sendable {
     public var passwordIterations = PasswordHasher.recommendedIterations
     /// What the `ok` of every sign-in lists as `features` (protocol 1.1): one entry per optional part
     /// of the contract this relay serves.
-    public var features = ["share", "friends-map"]
+    public var features = ["share", "push", "friends-map"]
     /// Share-link lifetimes (`publicURL` there is replaced at start-up, see `sharePublicURL(port:)`).
     public var shares = ShareSettings()
     /// The relay's public base URL for share links (`--public-url`); nil for https://HOST:PORT of the listener.
     public var publicURL: String?
     /// The web app served at `/` and `/f` (none unless a web root is set; the executable finds a default).
     public var web = WebConfiguration()
+    /// Web Push and the operator webhook.
+    public var push = PushConfiguration()
 
     public init() {}
 

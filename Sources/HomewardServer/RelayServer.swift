@@ -41,6 +41,7 @@ public struct RelayServer: Sendable {
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
+        let vapidKey = try VAPIDKeyFile.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory)
         let store = try await OpenedStore.open(config, logger: logger)
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
@@ -49,18 +50,28 @@ public struct RelayServer: Sendable {
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
         let bus = try await openBus(closing: store)
-        let relay: Relay
+        let push: PushService
         do {
-            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
-                                    logger: logger, metrics: factory)
-            try await relay.startBus()
+            push = try PushService(configuration: config.push, vapidKey: vapidKey, store: store.store, metrics: factory, logger: logger)
         } catch {
             await bus.stop()
             await store.close()
             throw error
         }
+        let relay: Relay
+        do {
+            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
+                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
+                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
+                                    logger: logger, metrics: factory, push: push.settings)
+            try await relay.startBus()
+        } catch {
+            await bus.stop()
+            await push.stop()
+            await store.close()
+            throw error
+        }
+        await push.start(relay: relay)
         let cluster = ClusterMembership(relay: relay, lease: timerLease(for: relay, bus: bus))
         let metrics = RelayMetrics(factory: factory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
@@ -75,7 +86,8 @@ public struct RelayServer: Sendable {
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
-                                       exposition: { prometheus.emitToBuffer() }, site: site)
+                                       exposition: { prometheus.emitToBuffer() }, site: site,
+                                       vapidPublicKey: vapidKey.publicKeyBase64URL)
 
         let channel: any Channel
         do {
@@ -104,6 +116,7 @@ public struct RelayServer: Sendable {
             try? await group.shutdownGracefully()
             await relay.drain()
             await cluster.leave()
+            await push.stop()
             await store.close()
             throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
         }
@@ -119,7 +132,7 @@ public struct RelayServer: Sendable {
         }
         return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
                             connections: connections, unauthenticated: unauthenticated, leaveCluster: cluster.leave,
-                            closeStore: store.close, logger: logger)
+                            closeStore: { await push.stop(); await store.close() }, logger: logger)
     }
 
     /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
@@ -248,6 +261,7 @@ struct PipelineFactory: Sendable {
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
     let site: WebSite
+    let vapidPublicKey: String
 
     static let path = "/v1/ws"
     static let subprotocol = "homeward.v1"
@@ -266,6 +280,7 @@ struct PipelineFactory: Sendable {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
             let http = HTTPHandler(metrics: exposition, site: site)
+            http.vapidPublicKey = vapidPublicKey
             let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: limits.maxMessageBytes,

@@ -8,6 +8,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case cannotListen(host: String, port: Int, reason: String)
     case cannotLoadWebApp(reason: String)
     case cannotConnectBus(String, reason: String)
+    case badVAPIDKey(path: String, reason: String)
+    case badVAPIDSubject(String, reason: String)
 
     public var description: String {
         switch self {
@@ -21,6 +23,10 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot load the web app: \(reason)"
         case .cannotConnectBus(let bus, let reason):
             return "cannot connect to the bus \(bus): \(reason)"
+        case .badVAPIDKey(let path, let reason):
+            return "cannot use the VAPID key \(path): \(reason)"
+        case .badVAPIDSubject(let subject, let reason):
+            return "cannot use the VAPID subject '\(subject)': \(reason)"
         }
     }
 

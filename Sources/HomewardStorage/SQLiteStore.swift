@@ -7,7 +7,8 @@ import HomewardCore
 /// Every call uses GRDB's asynchronous accessors: the work runs on GRDB's own serial writer (or
 /// reader) queue, and the caller's thread is free meanwhile.
 public final class SQLiteStore: RelayStore {
-    private let writer: any DatabaseWriter
+    /// Internal for the outbox extension (`SQLiteStore+Outbox.swift`).
+    let writer: any DatabaseWriter
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     public convenience init(path: String) throws {

@@ -143,8 +143,45 @@ enum Schema {
                 CREATE INDEX shares_by_session ON shares(session_id);
                 """)
         }
+        // Issue 14: Web Push subscriptions, and the durable outbox of pushes and webhook calls.
+        migrator.registerMigration("v6-push") { db in
+            try db.execute(sql: """
+                CREATE TABLE push_subscriptions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    username TEXT NOT NULL,
+                    endpoint TEXT NOT NULL,
+                    p256dh TEXT NOT NULL,
+                    auth TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE INDEX push_subscriptions_by_username ON push_subscriptions(username);
+
+                -- Endpoint and keys are copied from the subscription: an entry is sent as it was queued.
+                CREATE TABLE push_outbox (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    kind TEXT NOT NULL,
+                    subscription_id TEXT,
+                    endpoint TEXT NOT NULL,
+                    p256dh TEXT NOT NULL,
+                    auth TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    urgency TEXT NOT NULL,
+                    topic TEXT,
+                    ttl INTEGER NOT NULL,
+                    alarm_id TEXT,
+                    created_at INTEGER NOT NULL,
+                    next_attempt_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    -- Set while a relay is sending the entry (see PushOutboxStore.claimDueOutboxEntries).
+                    claimed_until INTEGER
+                );
+                CREATE INDEX push_outbox_due ON push_outbox(next_attempt_at);
+                CREATE INDEX push_outbox_by_subscription ON push_outbox(subscription_id);
+                CREATE INDEX push_outbox_by_alarm ON push_outbox(alarm_id);
+                """)
+        }
         // Issue 15, friends' map: standing shares, pauses, meeting points, unread messages.
-        migrator.registerMigration("v6-friends-map") { db in
+        migrator.registerMigration("v7-friends-map") { db in
             try db.execute(sql: """
                 CREATE TABLE standing_shares (
                     owner TEXT NOT NULL,

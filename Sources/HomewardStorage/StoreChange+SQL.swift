@@ -78,6 +78,34 @@ extension StoreChange {
         case let .lastSeen(username, at):
             try db.execute(sql: "UPDATE users SET last_seen = ? WHERE username = ?", arguments: [at, username])
 
+        case let .savePushSubscription(subscription):
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [subscription.id, subscription.username, subscription.endpoint, subscription.p256dh,
+                            subscription.auth, subscription.createdAt])
+
+        case let .deletePushSubscription(id):
+            try db.execute(sql: "DELETE FROM push_outbox WHERE subscription_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM push_subscriptions WHERE id = ?", arguments: [id])
+
+        case let .enqueueOutbox(entry):
+            try db.execute(
+                sql: """
+                    INSERT INTO push_outbox (id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic,
+                                             ttl, alarm_id, created_at, next_attempt_at, attempts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [entry.id, entry.kind.rawValue, entry.subscriptionId, entry.endpoint, entry.p256dh, entry.auth,
+                            Data(entry.payload), entry.urgency, entry.topic, entry.ttl, entry.alarmId, entry.createdAt,
+                            entry.nextAttemptAt, entry.attempts])
+
+        case let .cancelAlarmPushes(alarmId):
+            try db.execute(sql: "DELETE FROM push_outbox WHERE alarm_id = ? AND kind = ?",
+                           arguments: [alarmId, OutboxEntry.Kind.webPush.rawValue])
+
         case let .saveShare(share):
             try db.execute(
                 sql: "INSERT INTO shares (id, session_id, owner, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -40,11 +40,19 @@ extension StoredState {
 
         sessions = try Self.activeSessions(db)
         alarms = try Self.activeAlarms(db)
+
         for row in try Row.fetchAll(
             db, sql: "SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares ORDER BY created_at, id")
         {
             shares.append(ShareLink(id: row["id"], sessionId: row["session_id"], owner: row["owner"], tokenHash: row["token_hash"],
                                     createdAt: row["created_at"], expiresAt: row["expires_at"]))
+        }
+
+        for row in try Row.fetchAll(
+            db, sql: "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id")
+        {
+            pushSubscriptions.append(PushSubscription(id: row["id"], username: row["username"], endpoint: row["endpoint"],
+                                                      p256dh: row["p256dh"], auth: row["auth"], createdAt: row["created_at"]))
         }
         try loadFriendsMap(db)
     }

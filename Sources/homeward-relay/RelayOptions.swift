@@ -127,6 +127,9 @@ struct RelayOptions: ParsableArguments {
         "Attribution the tile server's licence requires, shown on the map (with --map-tiles).", valueName: "text"))
     var mapAttribution: String?
 
+    @OptionGroup(title: "Web Push and webhook")
+    var push: PushRelayOptions
+
     struct Settings {
         var relay: RelayConfiguration
         var logLevel: Logger.Level
@@ -187,6 +190,7 @@ struct RelayOptions: ParsableArguments {
         try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, "watch-failures-per-address")
         try env.override(&config.shares.minimumTTL, shareMinTTL.map(Int64.init), "share-min-ttl")
         try resolveWeb(&config.web, env)
+        try push.apply(to: &config.push, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("unknown log level '\(levelName)'")

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HomewardProtocol
 import XCTest
@@ -246,6 +247,40 @@ final class CLIEndToEndTests: XCTestCase {
         try await cli.run(["logout", "--profile", "cat"]).expectSuccess()
         let afterLogout = try await cli.run(["friends", "list", "--profile", "cat"])
         XCTAssertEqual(afterLogout.status, 3)
+        await relay.stop()
+    }
+
+    func testPushSubscribeListUnsubscribeAndABadKeyIsOneLineError() async throws {
+        let relay = try await LoopbackRelay.start()
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        func base64url(_ bytes: some Sequence<UInt8>) -> String {
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let p256dh = base64url(P256.KeyAgreement.PrivateKey().publicKey.x963Representation)
+        let auth = base64url((0..<16).map { UInt8($0) })
+        try await cli.run(["register", uniqueName("pat"), "--password-stdin", "--profile", "pat"] + cli.connection, stdin: password)
+            .expectSuccess()
+        // A public address written as a literal: the relay needs no DNS to check it.
+        let endpoint = "https://8.8.8.8/push/\(uniqueName("s"))"
+        let subscribed = try await cli.run(["push", "subscribe", endpoint, "--p256dh", p256dh, "--auth", auth, "--json", "--profile", "pat"])
+            .expectSuccess()
+        let id = try XCTUnwrap(subscribed.json.first?["subscriptionId"]?.stringValue)
+        let listed = try await cli.run(["push", "list", "--json", "--profile", "pat"]).expectSuccess()
+        guard case .array(let subscriptions)? = listed.json.first?["subscriptions"] else { throw TimedOut(what: "subscriptions in \(listed.stdout)") }
+        XCTAssertEqual(subscriptions.map { $0["subscriptionId"]?.stringValue }, [id])
+        XCTAssertEqual(subscriptions.first?["endpoint"]?.stringValue, endpoint)
+
+        let badKey = try await cli.run(["push", "subscribe", endpoint, "--p256dh", String(p256dh.dropLast(3)), "--auth", auth, "--profile", "pat"])
+        XCTAssertEqual(badKey.status, 1)
+        XCTAssertTrue(badKey.stderr.hasPrefix("homeward: error [bad_request]:") && badKey.stderr.contains("p256dh"), badKey.stderr)
+        let loopback = try await cli.run(["push", "subscribe", "https://127.0.0.1/x", "--p256dh", p256dh, "--auth", auth, "--profile", "pat"])
+        XCTAssertTrue(loopback.stderr.contains("loopback"), loopback.stderr)
+
+        try await cli.run(["push", "unsubscribe", id, "--profile", "pat"]).expectSuccess()
+        let empty = try await cli.run(["push", "list", "--profile", "pat"]).expectSuccess()
+        XCTAssertTrue(empty.stdout.contains("no push subscriptions"), empty.stdout)
         await relay.stop()
     }
 

@@ -10,15 +10,18 @@ public protocol ReplyBody: Sendable {
 public struct SignInReply: ReplyBody, Equatable {
     public var user: UserInfo
     public var token: String?
-    /// What this relay offers beyond version 1 (protocol 1.1), e.g. `["share"]`; empty from a version-1 relay.
+    /// What this relay offers beyond version 1 (protocol 1.1), e.g. `["share", "push"]`; empty from a version-1 relay.
     public var features: [String]
+    /// The relay's VAPID public key (base64url) when it has `"push"`.
+    public var vapidPublicKey: String?
     /// The relay node (`--node-id`) this connection is served by; relays without it send none.
     public var node: String?
 
-    public init(user: UserInfo, token: String?, features: [String] = [], node: String? = nil) {
+    public init(user: UserInfo, token: String?, features: [String] = [], vapidPublicKey: String? = nil, node: String? = nil) {
         self.user = user
         self.token = token
         self.features = features
+        self.vapidPublicKey = vapidPublicKey
         self.node = node
     }
 
@@ -26,13 +29,15 @@ public struct SignInReply: ReplyBody, Equatable {
         var fields: [(String, JSONValue)] = [("user", user.json)]
         if let token { fields.append(("token", .string(token))) }
         fields.append(("features", .strings(features)))
+        if let vapidPublicKey { fields.append(("vapidPublicKey", .string(vapidPublicKey))) }
         if let node { fields.append(("node", .string(node))) }
         return fields
     }
 
     public init?(json: JSONValue) {
         guard let user = UserInfo(json: json.object("user")) else { return nil }
-        self.init(user: user, token: json.string("token"), features: json.strings("features"), node: json.string("node"))
+        self.init(user: user, token: json.string("token"), features: json.strings("features"),
+                  vapidPublicKey: json.string("vapidPublicKey"), node: json.string("node"))
     }
 }
 

@@ -30,6 +30,9 @@ extension Request {
         case .alarmAck: return "alarm.ack"
         case .alarmCancel: return "alarm.cancel"
         case .alarmContacts: return "alarm.contacts"
+        case .pushSubscribe: return "push.subscribe"
+        case .pushUnsubscribe: return "push.unsubscribe"
+        case .pushList: return "push.list"
         case .ping: return "ping"
         case .shareCreate: return "share.create"
         case .shareList: return "share.list"
@@ -64,7 +67,7 @@ extension Request {
             add("username", .string(username))
             add("password", .string(password))
         case .hello(let token): add("token", .string(token))
-        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList, .meetList: break
+        case .logout, .friendList, .sessionList, .ping, .authSessions, .userBlocks, .shareList, .pushList, .meetList: break
         case .logoutAll: add("all", .bool(true))
         case .authRevoke(let id): add("tokenId", .string(id))
         case .friendRequest(let username), .friendAccept(let username), .friendDecline(let username),
@@ -97,6 +100,11 @@ extension Request {
             add("alarmId", .string(id))
             add("reason", reason.map(JSONValue.string))
         case .alarmContacts(let usernames): add("usernames", usernames.map(JSONValue.strings))
+        case .pushSubscribe(let subscription):
+            add("kind", .string("webpush"))
+            add("endpoint", .string(subscription.endpoint))
+            add("keys", .object([("p256dh", .string(subscription.p256dh)), ("auth", .string(subscription.auth))]))
+        case .pushUnsubscribe(let id): add("subscriptionId", .string(id))
         case .shareCreate(let id, let ttl):
             add("sessionId", .string(id))
             add("ttl", ttl.map(JSONValue.int))

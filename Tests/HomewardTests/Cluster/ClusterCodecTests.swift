@@ -11,7 +11,7 @@ struct ClusterCodecTests {
         let notice = ChangeNotice(node: "node-a", events: [
             .init(recipients: ["bob", "carol.x"], message: ["type": "alarm", "alarm": ["alarmId": "a_1", "text": "help"]]),
             .init(recipients: ["dave"], message: ["type": "friend.request", "from": ["username": "ann", "name": "Ann"]]),
-        ], closeViewers: ["~sh_1"])
+        ], closeViewers: ["~sh_1"], revokedTokens: ["0f1e2d"])
         #expect(try ClusterCodec.decodeNotice(ClusterCodec.encode(notice)) == notice)
     }
 

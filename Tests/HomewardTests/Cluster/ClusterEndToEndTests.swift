@@ -137,16 +137,21 @@ final class ClusterEndToEndTests: ClusterTestCase {
         XCTAssertEqual(online["online"], true)
     }
 
-    /// A token revoked on one relay no longer signs in on any other within a second.
+    /// A token revoked on one relay no longer signs in on any other within a second, and the connections
+    /// signed in with it, on any relay, are closed.
     func testLogoutAndRevocationTakeEffectOnEveryRelayWithinOneSecond() async throws {
         let cluster = try await startCluster()
         let a = try await startNode("node-a", of: cluster)
         let b = try await startNode("node-b", of: cluster)
         let alice = try await a.user("alice")
         // A token issued on node a signs in on node b at once.
-        _ = try await b.device(of: alice)
+        let device = try await b.device(of: alice)
 
         try await alice.client.ok("logout")
+        // The device signed in with the same token is closed; the connection that logged out stays.
+        let closed = try await device.closeCode(timeout: 1)
+        XCTAssertEqual(closed, 1008)
+        XCTAssertTrue(alice.client.isActive)
         try await eventually(within: 1, "node b to refuse the logged-out token") {
             let client = try await b.connect(label: "alice-again")
             defer { Task { await client.close() } }
@@ -161,6 +166,8 @@ final class ClusterEndToEndTests: ClusterTestCase {
         let sessions = try await manager.ok("auth.sessions")
         let other = try XCTUnwrap(sessions["sessions"]?.arrayValue?.first { $0["current"] == false }?["id"])
         try await manager.ok("auth.revoke", ["tokenId": other])
+        let revokedClose = try await login.closeCode(timeout: 1)
+        XCTAssertEqual(revokedClose, 1008, "the connection signed in with the revoked token, on node b")
         try await eventually(within: 1, "node b to refuse the revoked token") {
             let client = try await b.connect(label: "alice-revoked")
             defer { Task { await client.close() } }

@@ -152,6 +152,38 @@ final class AuthenticationEndToEndTests: EndToEndTestCase {
         try await alice.client.ok("friend.list")
     }
 
+    /// Revoking a token closes the other connections signed in with it (1008); the one that logged out
+    /// stays, unauthenticated; connections with other tokens are untouched.
+    func testRevokingATokenClosesTheConnectionsSignedInWithIt() async throws {
+        let relay = try await startRelay()
+        let alice = try await relay.user("alice")
+        let sameToken = try await relay.device(of: alice, label: "same-token")
+        let phone = try await relay.connect(label: "phone")
+        let login = try await phone.ok("login", ["username": .string(alice.username), "password": .string(alice.password)])
+        let phoneToken = try XCTUnwrap(login["token"]?.stringValue)
+        let tablet = try await relay.connect(label: "tablet")
+        try await tablet.ok("hello", ["token": .string(phoneToken)])
+
+        try await alice.client.ok("logout")
+        let closed = try await sameToken.closeCode()
+        XCTAssertEqual(closed, 1008)
+        let signedOut = try await alice.client.failure("friend.list")
+        XCTAssertEqual(signedOut, "unauthenticated", "signed out, still connected")
+        try await phone.ok("friend.list")
+
+        let sessions = try await phone.ok("auth.sessions")
+        let id = try XCTUnwrap(sessions["sessions"]?.arrayValue?.first { $0["current"] == true }?["id"])
+        let other = try await relay.connect(label: "other")
+        let otherLogin = try await other.ok("login", ["username": .string(alice.username), "password": .string(alice.password)])
+        XCTAssertNotNil(otherLogin["token"])
+        try await other.ok("auth.revoke", ["tokenId": id])
+        for client in [phone, tablet] {
+            let code = try await client.closeCode()
+            XCTAssertEqual(code, 1008, client.label)
+        }
+        try await other.ok("friend.list")
+    }
+
     func testLogoutRevokesOnlyThatToken() async throws {
         let relay = try await startRelay()
         let alice = try await relay.user("alice")

@@ -298,4 +298,25 @@ final class RequestParsingTests: XCTestCase {
         assertRefused(#"{"type":"session.accept"}"#)
         assertRefused(#"{"type":"session.start","note":""# + String(repeating: "n", count: 281) + #""}"#)
     }
+
+    // MARK: push.subscribe
+
+    func testPushSubscribeTakesABrowserSubscriptionAndRefusesOtherShapes() {
+        let keys = #""keys":{"p256dh":"BCVx","auth":"BTBZ"}"#
+        XCTAssertEqual(request(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://p.example/1","# + keys + "}"),
+                       .pushSubscribe(Request.PushSubscribe(endpoint: "https://p.example/1", p256dh: "BCVx", auth: "BTBZ")))
+        // toJSON() also carries expirationTime; members the relay does not use are ignored.
+        XCTAssertNotNil(request(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://p.example/1","expirationTime":null,"# + keys + "}"))
+        assertRefused(#"{"type":"push.subscribe","endpoint":"https://p.example/1","# + keys + "}")
+        assertRefused(#"{"type":"push.subscribe","kind":"apns","endpoint":"https://p.example/1","# + keys + "}")
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","# + keys + "}")
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://p.example/1"}"#)
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://p.example/1","keys":"BCVx"}"#)
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://p.example/1","keys":{"p256dh":"BCVx"}}"#)
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","endpoint":7,"# + keys + "}")
+        let long = String(repeating: "a", count: Request.PushSubscribe.endpointLimit)
+        assertRefused(#"{"type":"push.subscribe","kind":"webpush","endpoint":"https://\#(long)","# + keys + "}")
+        assertRefused(#"{"type":"push.unsubscribe"}"#)
+        XCTAssertEqual(request(#"{"type":"push.list"}"#), .pushList)
+    }
 }

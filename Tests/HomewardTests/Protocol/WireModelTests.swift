@@ -31,6 +31,8 @@ final class WireModelTests: XCTestCase {
         .alarmRaise(Request.AlarmRaise(text: "help", lat: 57.7, lon: 11.9, acc: 5, to: ["bob"])),
         .alarmAck(alarmId: "a_1"), .alarmCancel(alarmId: "a_1", reason: "false alarm"),
         .alarmContacts(usernames: ["bob", "carol"]),
+        .pushSubscribe(Request.PushSubscribe(endpoint: "https://push.example.net/s/1", p256dh: "BCVxsr7N", auth: "BTBZMqHH")),
+        .pushUnsubscribe(subscriptionId: "p_1"), .pushList,
         .ping,
         .shareCreate(sessionId: "s_1", ttl: 3600), .shareCreate(sessionId: "s_1", ttl: nil), .shareList,
         .shareRevoke(shareId: "sh_1"), .watch(token: "t0k3n"),
@@ -108,6 +110,10 @@ final class WireModelTests: XCTestCase {
         try check(WatchReply(session: WatchedSession(id: "s_1", owner: Self.alice, startedAt: Self.now, expiresAt: Self.now + 1),
                              lastPosition: nil))
         try check(SignInReply(user: Self.alice, token: nil, node: "relay-b"))
+        try check(SignInReply(user: Self.alice, token: nil, features: ["share", "push"], vapidPublicKey: "BP4z9KsN", node: "relay-b"))
+        try check(PushSubscribeReply(subscriptionId: "p_1"))
+        try check(PushListReply(subscriptions: [PushSubscriptionInfo(subscriptionId: "p_1", endpoint: "https://push.example.net/s/1", createdAt: Self.now)]))
+        try check(PushListReply(subscriptions: []))
         try check(FriendshipReply(status: .requested))
         try check(FriendshipReply(status: .friends, user: bob))
         try check(FriendshipReply(status: .withdrawn))

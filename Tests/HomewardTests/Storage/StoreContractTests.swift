@@ -8,7 +8,7 @@ import Testing
 @Suite(.postgresServer)
 struct StoreContractTests {
     /// Runs `body` with a subject on a new database of `kind`, removed afterwards.
-    private func with(_ kind: StoreKind, _ body: (any StoreSubject) async throws -> Void) async throws {
+    func with(_ kind: StoreKind, _ body: (any StoreSubject) async throws -> Void) async throws {
         let subject = try await kind.subject()
         do {
             try await body(subject)
@@ -20,7 +20,7 @@ struct StoreContractTests {
     }
 
     /// Closes `store` and loads what a fresh store on the same database sees.
-    private func reopenAndLoad(_ store: any RelayStore, _ subject: any StoreSubject) async throws -> StoredState {
+    func reopenAndLoad(_ store: any RelayStore, _ subject: any StoreSubject) async throws -> StoredState {
         try await subject.close(store)
         let reopened = try await subject.open()
         let state = try await reopened.load()
