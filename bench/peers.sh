@@ -3,11 +3,14 @@
 # throwaway TLS certificate (EC P-256, like Homeward's development certificate), writes configs and
 # starts/stops them on loopback.
 #
-#   bench/peers.sh start DIR [nats] [mosquitto]   # both when none named
+#   bench/peers.sh start DIR [nats] [mosquitto] [cluster]   # nats and mosquitto when none named
 #   bench/peers.sh stop DIR
 #
 # Ports: nats-server WebSocket over TLS 127.0.0.1:18444 (plain client port 127.0.0.1:14222, unused by
 # the benchmark), mosquitto MQTT over TLS 127.0.0.1:18883. Pids go to DIR/nats.pid, DIR/mosquitto.pid.
+# "cluster" is what the homeward-cluster relays share: PostgreSQL on 127.0.0.1:15432 (database
+# homeward, user postgres, no password; initdb as the postgres user) and a second, plain nats-server
+# as their bus on 127.0.0.1:14223 (DIR/bus.pid).
 set -euo pipefail
 
 cmd=${1:-}
@@ -20,6 +23,8 @@ peers=("$@")
 NATS_WS_PORT=${NATS_WS_PORT:-18444}
 NATS_PORT=${NATS_PORT:-14222}
 MQTT_PORT=${MQTT_PORT:-18883}
+PG_PORT=${PG_PORT:-15432}
+BUS_PORT=${BUS_PORT:-14223}
 
 wait_port() {
   local port=$1
@@ -51,6 +56,10 @@ start)
     case "$peer" in
       nats) command -v nats-server >/dev/null || missing+=(nats-server) ;;
       mosquitto) command -v mosquitto >/dev/null || missing+=(mosquitto) ;;
+      cluster)
+        command -v nats-server >/dev/null || missing+=(nats-server)
+        compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
+        ;;
       *) echo "unknown peer $peer" >&2; exit 2 ;;
     esac
   done
@@ -112,15 +121,41 @@ EOF
       echo $! > "$dir/mosquitto.pid"
       wait_port "$MQTT_PORT" || { cat "$dir/mosquitto.log" >&2; exit 1; }
       ;;
+    cluster)
+      stop_pid "$dir/bus.pid"
+      nats-server -a 127.0.0.1 -p "$BUS_PORT" >"$dir/bus.log" 2>&1 &
+      echo $! > "$dir/bus.pid"
+      wait_port "$BUS_PORT" || { cat "$dir/bus.log" >&2; exit 1; }
+      pgbin=$(compgen -G "/usr/lib/postgresql/*/bin" | sort -V | tail -n 1)
+      as_postgres=()
+      if [[ $(id -u) -eq 0 ]]; then as_postgres=(runuser -u postgres --); fi
+      mkdir -p "$dir/pg"
+      if [[ $(id -u) -eq 0 ]]; then chown postgres: "$dir/pg"; fi
+      if [[ ! -f "$dir/pg/data/PG_VERSION" ]]; then
+        "${as_postgres[@]}" "$pgbin/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 --no-locale --no-sync >"$dir/pg.log" 2>&1 ||
+          { cat "$dir/pg.log" >&2; exit 1; }
+      fi
+      "${as_postgres[@]}" "$pgbin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/postgres.log" -w -t 60 start \
+        -o "-h 127.0.0.1 -p $PG_PORT -k $dir/pg -c max_connections=200" >>"$dir/pg.log" 2>&1 ||
+        { cat "$dir/pg.log" "$dir/pg/postgres.log" >&2; exit 1; }
+      "$pgbin/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE homeward" >>"$dir/pg.log" 2>&1 || true
+      ;;
     esac
   done
   ;;
 stop)
   stop_pid "$dir/nats.pid"
   stop_pid "$dir/mosquitto.pid"
+  stop_pid "$dir/bus.pid"
+  if [[ -f "$dir/pg/data/postmaster.pid" ]]; then
+    pgbin=$(compgen -G "/usr/lib/postgresql/*/bin" | sort -V | tail -n 1)
+    as_postgres=()
+    if [[ $(id -u) -eq 0 ]]; then as_postgres=(runuser -u postgres --); fi
+    "${as_postgres[@]}" "$pgbin/pg_ctl" -D "$dir/pg/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
   ;;
 *)
-  echo "usage: $0 start|stop DIR [nats] [mosquitto]" >&2
+  echo "usage: $0 start|stop DIR [nats] [mosquitto] [cluster]" >&2
   exit 2
   ;;
 esac

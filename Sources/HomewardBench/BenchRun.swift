@@ -4,7 +4,8 @@ import Foundation
 ///
 /// Homeward is started from the `homeward-relay` binary (by default the one beside this tool) with a
 /// temporary data directory. nats-server and mosquitto are installed (if missing), given TLS
-/// certificates and configs, and started on loopback by `bench/peers.sh`.
+/// certificates and configs, and started on loopback by `bench/peers.sh`. `homeward-cluster` is three relays
+/// (`--node-id n1...n3`) on the PostgreSQL and bus nats-server that `bench/peers.sh start DIR cluster` starts.
 public final class BenchRun: @unchecked Sendable {
     public struct Options: Sendable {
         public var brokers: [String] = ["homeward", "nats", "mosquitto"]
@@ -16,13 +17,18 @@ public final class BenchRun: @unchecked Sendable {
         public var homewardPort = 18443
         public var natsPort = 18444
         public var mosquittoPort = 18883
+        /// Ports of the homeward-cluster relays; walkers go to the first, observers to the others.
+        public var clusterPorts = [18445, 18446, 18447]
+        /// What bench/peers.sh gives the cluster (its PG_PORT and BUS_PORT defaults).
+        public var clusterStore = "postgres://postgres@127.0.0.1:15432/homeward?sslmode=disable"
+        public var clusterBus = "nats://127.0.0.1:14223"
         public init() {}
     }
 
     public let options: Options
     public let env: BenchEnvironment
     public private(set) var drivers: [any BrokerDriver] = []
-    private var homeward: HomewardDriver?
+    private var homewards: [HomewardDriver] = []
     private var peersDirectory: String?
 
     public init(_ options: Options) throws {
@@ -44,7 +50,7 @@ public final class BenchRun: @unchecked Sendable {
     }
 
     public func start() async throws {
-        let peers = options.brokers.filter { $0 != "homeward" }
+        let peers = options.brokers.filter { $0 != "homeward" }.map { $0 == "homeward-cluster" ? "cluster" : $0 }
         if !peers.isEmpty {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-peers-\(getpid())").path
             peersDirectory = directory
@@ -56,7 +62,19 @@ public final class BenchRun: @unchecked Sendable {
             case "homeward":
                 let driver = try HomewardDriver(env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
                                                 port: options.homewardPort, extraArguments: options.relayArguments)
-                homeward = driver
+                homewards.append(driver)
+                try await driver.waitUntilReady()
+                drivers.append(driver)
+            case "homeward-cluster":
+                let nodes = options.clusterPorts.enumerated().map { index, port in
+                    (port: port, arguments: ["--store", options.clusterStore, "--bus", options.clusterBus,
+                                             "--node-id", "n\(index + 1)"] + options.relayArguments)
+                }
+                let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
+                                                nodes: nodes)
+                driver.helpers = [("nats-server (bus)", readPID("bus")), ("PostgreSQL", readPID("pg/data/postmaster"))]
+                    .compactMap { name, pid in pid.map { (name: name, pid: $0) } }
+                homewards.append(driver)
                 try await driver.waitUntilReady()
                 drivers.append(driver)
             case "nats":
@@ -66,7 +84,7 @@ public final class BenchRun: @unchecked Sendable {
                 try await waitForPort(env, port: options.mosquittoPort, timeout: 30)
                 drivers.append(MQTTDriver(env: env, port: options.mosquittoPort, pid: readPID("mosquitto")))
             default:
-                throw BenchError.failed("unknown broker \(name); use homeward, nats, mosquitto or all")
+                throw BenchError.failed("unknown broker \(name); use homeward, homeward-cluster, nats, mosquitto or all")
             }
         }
         log("brokers up: \(drivers.map { "\($0.name) (pid \($0.pid.map(String.init) ?? "?"))" }.joined(separator: ", "))")
@@ -74,12 +92,13 @@ public final class BenchRun: @unchecked Sendable {
 
     private func readPID(_ name: String) -> Int32? {
         guard let directory = peersDirectory,
-              let text = try? String(contentsOfFile: "\(directory)/\(name).pid", encoding: .utf8) else { return nil }
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+              let text = try? String(contentsOfFile: "\(directory)/\(name).pid", encoding: .utf8),
+              let first = text.split(separator: "\n").first else { return nil }  // postmaster.pid: the pid, then more lines
+        return Int32(first.trimmingCharacters(in: .whitespaces))
     }
 
     public func stop() {
-        homeward?.stop()
+        for driver in homewards { driver.stop() }
         if let directory = peersDirectory {
             _ = try? runScript(options.peersScript, ["stop", directory])
             try? FileManager.default.removeItem(atPath: directory)

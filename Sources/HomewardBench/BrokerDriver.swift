@@ -9,6 +9,11 @@ public protocol BrokerDriver: AnyObject, Sendable {
     var name: String { get }
     /// The broker's process, for its resident memory.
     var pid: Int32? { get }
+    /// Every process that does the broker's work (a cluster's relays), for CPU per delivery.
+    var cpuPIDs: [Int32] { get }
+    /// Where that CPU goes, for the log: named groups of processes, the ones that help included
+    /// (a cluster's bus and database); empty when there is only the broker.
+    var cpuBreakdown: [(name: String, pids: [Int32])] { get }
     /// Walkers `0..<walkers`, each followed by `observers` subscribers whose deliveries go to `sink`.
     func makeFanout(walkers: Int, observers: Int, sink: DeliverySink) async throws -> FanoutRig
     /// Gets ready for `openIdle`/`connectAndAuthenticate` (e.g. makes an account and a token).
@@ -17,6 +22,11 @@ public protocol BrokerDriver: AnyObject, Sendable {
     func openIdle(source: String?) async throws -> BenchSocket
     /// An alarm owner with `recipients` online recipients.
     func makeAlarm(recipients: Int) async throws -> AlarmRig
+}
+
+extension BrokerDriver {
+    public var cpuPIDs: [Int32] { pid.map { [$0] } ?? [] }
+    public var cpuBreakdown: [(name: String, pids: [Int32])] { [] }
 }
 
 /// A walker: publishes one position when told to. `publish` runs on `eventLoop`.

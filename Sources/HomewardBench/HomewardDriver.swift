@@ -96,57 +96,94 @@ final class HomewardWalker: Publisher, @unchecked Sendable {
     }
 }
 
-/// Homeward, started from the `homeward-relay` binary beside this tool with a temporary data directory.
+/// Homeward, started from the `homeward-relay` binary beside this tool with a temporary data directory:
+/// one relay, or (`homeward-cluster`) several on one PostgreSQL and one NATS, each given its own arguments.
 public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
-    public let name = "homeward"
+    /// One relay process of the driver.
+    struct Node {
+        let port: Int
+        let process: ManagedProcess
+        let dataDir: String
+    }
+
+    public let name: String
     let env: BenchEnvironment
-    public let port: Int
-    let process: ManagedProcess
-    let dataDir: String
-    public var pid: Int32? { process.pid }
+    let nodes: [Node]
+    /// The first relay: idle connections, storms and alarm owners go there.
+    public var port: Int { nodes[0].port }
+    public var pid: Int32? { nodes[0].process.pid }
+    public var cpuPIDs: [Int32] { nodes.compactMap { $0.process.pid } }
+    /// Processes that help a cluster (its bus and database), named, for the CPU breakdown.
+    var helpers: [(name: String, pid: Int32)] = []
+    public var cpuBreakdown: [(name: String, pids: [Int32])] {
+        guard nodes.count > 1 else { return [] }
+        let relays = nodes.enumerated().map { index, node in
+            (name: index == 0 ? "relay n1 (walkers)" : "relay n\(index + 1)", pids: node.process.pid.map { [$0] } ?? [])
+        }
+        return relays + helpers.map { (name: $0.name, pids: SystemInfo.withChildren($0.pid)) }
+    }
     private let counter = Mutex(0)
     private var idleToken: String?
     static let password = "bench-password-1"
 
-    public init(env: BenchEnvironment, binary: String, port: Int, extraArguments: [String]) throws {
-        self.env = env
-        self.port = port
-        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-\(getpid())").path
-        try? FileManager.default.removeItem(atPath: dataDir)
-        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
-        self.dataDir = dataDir
-        // Limits raised so they do not distort the load: one account holds all idle/storm connections,
-        // walkers publish far above the default per-connection rate, and alarms do not repeat mid-run.
-        let arguments = [
-            "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir,
-            "--pbkdf2-iterations", "210000", "--log-level", "info",
-            "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
-            "--alarm-repeat-interval", "3600", "--auth-timeout", "60", "--registrations-per-address", "0",
-        ] + extraArguments
-        process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
+    /// One relay on `port`.
+    public convenience init(env: BenchEnvironment, binary: String, port: Int, extraArguments: [String]) throws {
+        try self.init(name: "homeward", env: env, binary: binary, nodes: [(port, extraArguments)])
     }
 
-    /// Waits for the relay's own "listening" line: a port that merely accepts connections may be
+    /// One relay per entry of `nodes`, each on its port with its own arguments added.
+    public init(name: String, env: BenchEnvironment, binary: String, nodes: [(port: Int, arguments: [String])]) throws {
+        self.name = name
+        self.env = env
+        var started: [Node] = []
+        do {
+            for (index, node) in nodes.enumerated() {
+                let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-\(getpid())-\(name)-\(index)").path
+                try? FileManager.default.removeItem(atPath: dataDir)
+                try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+                // Limits raised so they do not distort the load: one account holds all idle/storm connections,
+                // walkers publish far above the default per-connection rate, and alarms do not repeat mid-run.
+                let arguments = [
+                    "--host", "127.0.0.1", "--port", String(node.port), "--data-dir", dataDir,
+                    "--pbkdf2-iterations", "210000", "--log-level", "info",
+                    "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
+                    "--alarm-repeat-interval", "3600", "--auth-timeout", "60", "--registrations-per-address", "0",
+                ] + node.arguments
+                let process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
+                started.append(Node(port: node.port, process: process, dataDir: dataDir))
+            }
+        } catch {
+            for node in started { node.process.terminate() }
+            throw error
+        }
+        self.nodes = started
+    }
+
+    /// Waits for each relay's own "listening" line: a port that merely accepts connections may be
     /// another program's, and then the relay we started has failed to bind and exited.
     public func waitUntilReady() async throws {
-        let log = dataDir + "/relay.log"
-        let deadline = BenchClock.seconds() + 60
-        while true {
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            if text.contains("homeward relay listening") { return }
-            if process.pid == nil {
-                throw BenchError.failed("homeward-relay exited before listening on 127.0.0.1:\(port):\n\(text)")
+        for node in nodes {
+            let log = node.dataDir + "/relay.log"
+            let deadline = BenchClock.seconds() + 60
+            while true {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                if text.contains("homeward relay listening") { break }
+                if node.process.pid == nil {
+                    throw BenchError.failed("homeward-relay exited before listening on 127.0.0.1:\(node.port):\n\(text)")
+                }
+                if BenchClock.seconds() > deadline {
+                    throw BenchError.failed("homeward-relay is not listening on 127.0.0.1:\(node.port) after 60 s:\n\(text)")
+                }
+                try await Task.sleep(for: .milliseconds(50))
             }
-            if BenchClock.seconds() > deadline {
-                throw BenchError.failed("homeward-relay is not listening on 127.0.0.1:\(port) after 60 s:\n\(text)")
-            }
-            try await Task.sleep(for: .milliseconds(50))
         }
     }
 
     public func stop() {
-        process.terminate()
-        try? FileManager.default.removeItem(atPath: dataDir)
+        for node in nodes {
+            node.process.terminate()
+            try? FileManager.default.removeItem(atPath: node.dataDir)
+        }
     }
 
     private func nextName() -> String {
@@ -157,9 +194,9 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
         return "bench" + String(n)
     }
 
-    /// A new account, signed in on a new connection.
-    func registered(source: Int = 0) async throws -> (link: HomewardLink, username: String, token: String) {
-        let link = try await HomewardLink.connect(env, port: port, source: env.source(source))
+    /// A new account, signed in on a new connection to relay `node`.
+    func registered(source: Int = 0, node: Int = 0) async throws -> (link: HomewardLink, username: String, token: String) {
+        let link = try await HomewardLink.connect(env, port: nodes[node].port, source: env.source(source))
         let username = nextName()
         let reply = try await link.request(.register(username: username, password: Self.password, name: nil), as: SignInReply.self)
         guard let token = reply.token else { throw BenchError.failed("homeward: register gave no token") }
@@ -169,24 +206,49 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     /// Makes `a` and `b` friends.
     func befriend(_ a: (link: HomewardLink, username: String), _ b: (link: HomewardLink, username: String)) async throws {
         try await a.link.request(.friendRequest(username: b.username))
-        try await b.link.request(.friendAccept(username: a.username))
+        try await settled { try await b.link.request(.friendAccept(username: a.username)) }
+    }
+
+    /// Setup across relays: a request about what another relay stored a moment ago may find this relay
+    /// not knowing it yet (not_found, forbidden); asked again for up to 5 s. The measurement is the hot
+    /// path, not this (tests/cluster has the cross-relay timing as tests).
+    @discardableResult
+    func settled(_ request: () async throws -> JSONValue) async throws -> JSONValue {
+        var attempts = nodes.count > 1 ? 50 : 1
+        while true {
+            do { return try await request() } catch let BenchError.failed(message) where message.contains("not_found") || message.contains("forbidden") {
+                attempts -= 1
+                if attempts == 0 { throw BenchError.failed(message) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// The relay of a fan-out user: walkers on the first relay, their observers spread over the others
+    /// (all on the one relay when there is one).
+    func fanoutNode(user index: Int, observers: Int) -> Int {
+        let position = index % (observers + 1)  // 0: the walker, 1...: its observers
+        guard position > 0, nodes.count > 1 else { return 0 }
+        return 1 + (index / (observers + 1) + position - 1) % (nodes.count - 1)
     }
 
     public func makeFanout(walkers: Int, observers: Int, sink: DeliverySink) async throws -> FanoutRig {
         let total = walkers * (observers + 1)
         let users = try await mapConcurrently(total, width: 16) { index in
-            let user = try await self.registered(source: index)
+            let user = try await self.registered(source: index, node: self.fanoutNode(user: index, observers: observers))
             return (link: user.link, username: user.username)
         }
         try await forEachConcurrently(walkers, width: 8) { w in
             let walker = users[w * (observers + 1)]
             let followers = (1...max(1, observers)).prefix(observers).map { users[w * (observers + 1) + $0] }
             for follower in followers { try await self.befriend(walker, follower) }
-            let id = try await walker.link.request(.sessionStart(SessionOptions(invite: followers.map(\.username))),
-                                                   as: SessionReply.self).session.id
+            let start = Request.sessionStart(SessionOptions(invite: followers.map(\.username)))
+            guard let id = SessionReply(json: try await self.settled { try await walker.link.request(start) })?.session.id else {
+                throw BenchError.failed("homeward: session.start reply without its session")
+            }
             for follower in followers {
                 follower.link.onPosition = { sink.delivered($0) }
-                try await follower.link.request(.sessionAccept(sessionId: id))
+                try await self.settled { try await follower.link.request(.sessionAccept(sessionId: id)) }
             }
         }
         let publishers: [any Publisher] = (0..<walkers).map { HomewardWalker(link: users[$0 * (observers + 1)].link, index: $0) }
@@ -209,7 +271,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
 
     public func makeAlarm(recipients: Int) async throws -> any AlarmRig {
         let users = try await mapConcurrently(recipients + 1, width: 16) { index in
-            let user = try await self.registered(source: index)
+            let user = try await self.registered(source: index, node: index % self.nodes.count)
             return (link: user.link, username: user.username)
         }
         let owner = users[0]

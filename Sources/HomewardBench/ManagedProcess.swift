@@ -91,6 +91,29 @@ public enum SystemInfo {
         return (user + system) / ticks
     }
 
+    /// CPU time all of `pids` have used together, in seconds; nil if there are none or one is gone.
+    public static func cpuSeconds(_ pids: [Int32]) -> Double? {
+        guard !pids.isEmpty else { return nil }
+        var total = 0.0
+        for pid in pids {
+            guard let seconds = cpuSeconds(pid) else { return nil }
+            total += seconds
+        }
+        return total
+    }
+
+    /// `pid` and its children (PostgreSQL's postmaster and its backends).
+    public static func withChildren(_ pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let children = entries.compactMap(Int32.init).filter { child in
+            guard let text = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                  let close = text.lastIndex(of: ")") else { return false }
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid  // state, then the parent's pid
+        }
+        return [pid] + children
+    }
+
     /// Raises this process's open-file limit (children inherit it).
     @discardableResult
     public static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {

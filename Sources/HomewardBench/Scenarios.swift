@@ -40,11 +40,15 @@ public struct FanoutStep: Sendable {
     public var deliveredPerSecond: Double
     public var lost: Int
     public var latency: Latency
-    /// Broker CPU time per delivered position, microseconds (nil when the broker's pid is unknown).
+    /// Broker CPU time per delivered position, microseconds, summed over all its processes (a cluster's
+    /// relays); nil when a pid is unknown.
     public var brokerCPUMicrosPerDelivery: Double?
+    /// The driver's `cpuBreakdown`, microseconds per delivered position per group.
+    public var cpuBreakdown: [(name: String, micros: Double)] = []
 
     var json: [String: Any] {
-        ["hz": hz, "brokerCpuMicrosPerDelivery": brokerCPUMicrosPerDelivery ?? NSNull(), "sent": sent, "offeredPerSecond": offeredPerSecond.rounded(), "deliveredPerSecond": deliveredPerSecond.rounded(),
+        ["hz": hz, "brokerCpuMicrosPerDelivery": brokerCPUMicrosPerDelivery ?? NSNull(),
+         "cpuBreakdownMicrosPerDelivery": Dictionary(cpuBreakdown.map { ($0.name, $0.micros) }) { a, _ in a }, "sent": sent, "offeredPerSecond": offeredPerSecond.rounded(), "deliveredPerSecond": deliveredPerSecond.rounded(),
          "lost": lost, "latency": latency.json]
     }
 }
@@ -79,11 +83,12 @@ public enum FanoutScenario {
             // Marks the start of the measured interval for anything watching the log (a profiler, say).
             log("\(driver.name): \(hz) Hz: step started")
             let step = await runStep(rig, hz: hz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
-                                     pid: driver.pid)
+                                     pids: driver.cpuPIDs, breakdown: driver.cpuBreakdown)
             steps.append(step)
             log("\(driver.name): \(hz) Hz: offered \(Int(step.offeredPerSecond))/s delivered \(Int(step.deliveredPerSecond))/s "
                 + "p50 \(step.latency.p50) ms p99 \(step.latency.p99) ms lost \(step.lost), "
-                + "broker CPU \(step.brokerCPUMicrosPerDelivery.map { String(format: "%.2f", $0) } ?? "?") us/delivery")
+                + "broker CPU \(step.brokerCPUMicrosPerDelivery.map { String(format: "%.2f", $0) } ?? "?") us/delivery"
+                + step.cpuBreakdown.map { String(format: "; %@ %.2f", $0.name, $0.micros) }.joined())
             let saturated = step.deliveredPerSecond < 0.9 * step.offeredPerSecond || step.latency.p99 > 500
                 || Double(step.lost) > 0.05 * Double(step.sent * config.observers)
             if saturated { break }
@@ -94,7 +99,7 @@ public enum FanoutScenario {
         var half: FanoutStep?
         if halfHz > 0.1 {
             let step = await runStep(rig, hz: halfHz, seconds: config.stepSeconds, observers: config.observers, sink: sink,
-                                     pid: driver.pid)
+                                     pids: driver.cpuPIDs)
             log("\(driver.name): half saturation \(String(format: "%.1f", halfHz)) Hz: delivered \(Int(step.deliveredPerSecond))/s "
                 + "p99 \(step.latency.p99) ms")
             half = step
@@ -103,9 +108,10 @@ public enum FanoutScenario {
     }
 
     static func runStep(_ rig: FanoutRig, hz: Double, seconds: Double, observers: Int, sink: DeliverySink,
-                        pid: Int32?) async -> FanoutStep {
+                        pids: [Int32], breakdown: [(name: String, pids: [Int32])] = []) async -> FanoutStep {
         sink.reset()
-        let cpuBefore = pid.flatMap(SystemInfo.cpuSeconds)
+        let cpuBefore = SystemInfo.cpuSeconds(pids)
+        let groupsBefore = breakdown.map { SystemInfo.cpuSeconds($0.pids) }
         let intervalNanos = Int64(1e9 / hz)
         let interval = TimeAmount.nanoseconds(intervalNanos)
         var tasks: [RepeatedTask] = []
@@ -123,7 +129,8 @@ public enum FanoutScenario {
         for task in tasks { task.cancel() }
         let elapsed = BenchClock.seconds() - started
         let atEnd = sink.snapshot()
-        let cpuAfter = pid.flatMap(SystemInfo.cpuSeconds)
+        let cpuAfter = SystemInfo.cpuSeconds(pids)
+        let groupsAfter = breakdown.map { SystemInfo.cpuSeconds($0.pids) }
         // Let what is in flight arrive before counting losses.
         let drainUntil = BenchClock.seconds() + 3
         while BenchClock.seconds() < drainUntil {
@@ -132,12 +139,19 @@ public enum FanoutScenario {
             try? await Task.sleep(for: .milliseconds(50))
         }
         let final = sink.snapshot()
-        return FanoutStep(hz: hz, sent: final.sent, offeredPerSecond: Double(atEnd.sent * observers) / elapsed,
+        let deliveries = Double(max(1, atEnd.received))
+        let groups = breakdown.indices.compactMap { index -> (name: String, micros: Double)? in
+            guard let before = groupsBefore[index], let after = groupsAfter[index] else { return nil }
+            return (breakdown[index].name, (after - before) * 1e6 / deliveries)
+        }
+        var step = FanoutStep(hz: hz, sent: final.sent, offeredPerSecond: Double(atEnd.sent * observers) / elapsed,
                           deliveredPerSecond: Double(atEnd.received) / elapsed,
                           lost: max(0, final.sent * observers - final.received), latency: Latency(final.latency),
                           brokerCPUMicrosPerDelivery: cpuBefore.flatMap { before in
-                              cpuAfter.map { ($0 - before) * 1e6 / Double(max(1, atEnd.received)) }
+                              cpuAfter.map { ($0 - before) * 1e6 / deliveries }
                           })
+        step.cpuBreakdown = groups
+        return step
     }
 }
 

@@ -1,18 +1,23 @@
 import NIOCore
 import NIOHTTP1
 
-/// Plain HTTP on the relay's port: health, metrics, and a helpful answer to everything else.
+/// Plain HTTP on the relay's port: health, metrics, the web app (`WebSite`), and a helpful answer to
+/// everything else. Every answer carries the `SecurityHeaders`.
 final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let metrics: @Sendable () -> [UInt8]
+    private let site: WebSite
+    private let security: SecurityHeaders
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
 
-    init(metrics: @escaping @Sendable () -> [UInt8]) {
+    init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil)) {
         self.metrics = metrics
+        self.site = site
+        self.security = SecurityHeaders(tileSource: site.tiles?.cspSource)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -23,7 +28,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            respond(to: head, context: context)
+            write(answer(to: head), head: head, context: context)
         }
     }
 
@@ -37,35 +42,39 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-        switch (head.method, path) {
-        case (.GET, "/healthz"), (.HEAD, "/healthz"):
-            write(.ok, "ok\n", contentType: "text/plain; charset=utf-8", head: head, context: context)
-        case (.GET, "/metrics"), (.HEAD, "/metrics"):
-            write(.ok, metrics(), contentType: "text/plain; version=0.0.4; charset=utf-8", head: head, context: context)
-        case (_, "/v1/ws"):
-            var extra = HTTPHeaders()
-            extra.add(name: "Upgrade", value: "websocket")
-            extra.add(name: "Connection", value: "Upgrade")
-            extra.add(name: "Sec-WebSocket-Version", value: "13")
-            write(.upgradeRequired, "this endpoint speaks WebSocket only: send an upgrade request\n",
-                  contentType: "text/plain; charset=utf-8", head: head, extra: extra, context: context)
+    func answer(to head: HTTPRequestHead) -> HTTPAnswer {
+        let path: String
+        switch RequestPath(uri: head.uri) {
+        case .tooLong: return HTTPAnswer(.uriTooLong, "request target too long\n")
+        case .invalid: return HTTPAnswer(.badRequest, "bad request path\n")
+        case .path(let decoded): path = decoded
+        }
+        if path == PipelineFactory.path {
+            var answer = HTTPAnswer(.upgradeRequired, "this endpoint speaks WebSocket only: send an upgrade request\n")
+            answer.headers.add(name: "Upgrade", value: "websocket")
+            answer.headers.add(name: "Sec-WebSocket-Version", value: "13")
+            return answer
+        }
+        let known = path == "/healthz" || path == "/metrics" || site.serves(path)
+        guard head.method == .GET || head.method == .HEAD else {
+            guard known else { return HTTPAnswer(.notFound, "not found\n") }
+            var answer = HTTPAnswer(.methodNotAllowed, "only GET and HEAD\n")
+            answer.headers.add(name: "Allow", value: "GET, HEAD")
+            return answer
+        }
+        switch path {
+        case "/healthz":
+            return HTTPAnswer(.ok, "ok\n")
+        case "/metrics":
+            var answer = HTTPAnswer(.ok, "", contentType: "text/plain; version=0.0.4; charset=utf-8")
+            answer.body = ByteBuffer(bytes: metrics())
+            return answer
         default:
-            write(.notFound, "not found\n", contentType: "text/plain; charset=utf-8", head: head, context: context)
+            return site.answer(path: path, headers: head.headers)
         }
     }
 
-    private func write(_ status: HTTPResponseStatus, _ body: String, contentType: String, head: HTTPRequestHead,
-                       extra: HTTPHeaders = [:], context: ChannelHandlerContext) {
-        write(status, Array(body.utf8), contentType: contentType, head: head, extra: extra, context: context)
-    }
-
-    private func write(_ status: HTTPResponseStatus, _ body: [UInt8], contentType: String, head: HTTPRequestHead,
-                       extra: HTTPHeaders = [:], context: ChannelHandlerContext) {
-        var headers = extra
-        headers.add(name: "Content-Type", value: contentType)
-        headers.add(name: "Content-Length", value: String(body.count))
+    private func write(_ answer: HTTPAnswer, head: HTTPRequestHead, context: ChannelHandlerContext) {
         // A client that pipelines requests without reading the answers would make the relay buffer
         // every answer (kilobytes per 35-byte request) and every parsed request until the handshake
         // timeout. Once the socket stops taking data, close the connection and serve nothing more.
@@ -74,12 +83,16 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
+        var headers = answer.headers
+        security.add(to: &headers, host: head.headers.first(name: "Host"))
+        if answer.status != .notModified {
+            headers.add(name: "Content-Length", value: String(answer.body.readableBytes))
+        }
         let keepAlive = head.isKeepAlive
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
-        if extra.contains(name: "Connection") { headers.remove(name: "Connection"); headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-        if head.method != .HEAD {
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: answer.status, headers: headers))), promise: nil)
+        if head.method != .HEAD, answer.status != .notModified {
+            context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
         }
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if !keepAlive {

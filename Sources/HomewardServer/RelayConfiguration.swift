@@ -32,6 +32,8 @@ public struct RelayConfiguration: Sendable {
     public var shares = ShareSettings()
     /// The relay's public base URL for share links (`--public-url`); nil for https://HOST:PORT of the listener.
     public var publicURL: String?
+    /// The web app served at `/` and `/f` (none unless a web root is set; the executable finds a default).
+    public var web = WebConfiguration()
 
     public init() {}
 

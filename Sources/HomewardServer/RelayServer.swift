@@ -37,6 +37,7 @@ public struct RelayServer: Sendable {
             throw RelayStartupError.cannotCreateDataDirectory(path: config.dataDirectory, reason: RelayStartupError.fileReason(error))
         }
         let tls = try resolveTLS()
+        let site = try loadWebSite()
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
@@ -74,7 +75,7 @@ public struct RelayServer: Sendable {
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
-                                       exposition: { prometheus.emitToBuffer() })
+                                       exposition: { prometheus.emitToBuffer() }, site: site)
 
         let channel: any Channel
         do {
@@ -138,6 +139,26 @@ public struct RelayServer: Sendable {
         return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger) { owns in
             relay.setOwnsTimers(owns)
         }
+    }
+
+    /// The web app's files, read once here so that serving them never touches the disk on an event loop.
+    private func loadWebSite() throws -> WebSite {
+        let web = configuration.web
+        guard let root = web.webRoot else {
+            logger.info("no web app: no --web-root and none found beside the binary or in the source checkout")
+            return WebSite(assets: WebAssets(), tiles: web.mapTiles)
+        }
+        let assets: WebAssets
+        do {
+            assets = try WebAssets.load(webRoot: root, leafletDirectory: web.leafletDirectory)
+        } catch {
+            throw RelayStartupError.cannotLoadWebApp(reason: error.description)
+        }
+        logger.info("serving the web app", metadata: [
+            "web-root": "\(root)", "leaflet": "\(assets.hasLeaflet ? web.leafletDirectory ?? "" : "none (own map drawing)")",
+            "tiles": "\(web.mapTiles?.urlTemplate ?? "none (no third-party requests)")",
+        ])
+        return WebSite(assets: assets, tiles: web.mapTiles)
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {
@@ -226,6 +247,7 @@ struct PipelineFactory: Sendable {
     let sslContext: NIOSSLContext
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
+    let site: WebSite
 
     static let path = "/v1/ws"
     static let subprotocol = "homeward.v1"
@@ -243,7 +265,7 @@ struct PipelineFactory: Sendable {
         return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-            let http = HTTPHandler(metrics: exposition)
+            let http = HTTPHandler(metrics: exposition, site: site)
             let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: limits.maxMessageBytes,

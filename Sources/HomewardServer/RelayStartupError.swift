@@ -6,6 +6,7 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case cannotCreateDataDirectory(path: String, reason: String)
     case cannotOpenDatabase(path: String, reason: String)
     case cannotListen(host: String, port: Int, reason: String)
+    case cannotLoadWebApp(reason: String)
     case cannotConnectBus(String, reason: String)
 
     public var description: String {
@@ -16,6 +17,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot open the database \(path): \(reason)"
         case .cannotListen(let host, let port, let reason):
             return "cannot listen on \(host):\(port): \(reason)"
+        case .cannotLoadWebApp(let reason):
+            return "cannot load the web app: \(reason)"
         case .cannotConnectBus(let bus, let reason):
             return "cannot connect to the bus \(bus): \(reason)"
         }

@@ -15,7 +15,7 @@ struct BenchCommand: AsyncParsableCommand {
 }
 
 struct CommonOptions: ParsableArguments {
-    @Option(help: "homeward, nats, mosquitto, all, or a comma-separated list.")
+    @Option(help: "homeward, homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto), or a comma-separated list.")
     var broker = "all"
 
     @Flag(help: "Print the report as JSON instead of Markdown tables.")
@@ -33,6 +33,9 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("homeward-port"), help: "Loopback port for the relay the tool starts.")
     var homewardPort = 18443
 
+    @Option(name: .customLong("cluster-ports"), help: "Loopback ports of the homeward-cluster relays, comma-separated; walkers on the first, observers on the others.")
+    var clusterPorts = "18445,18446,18447"
+
     @Option(name: .customLong("peers-script"), help: "Script that installs, configures, starts and stops the peers.")
     var peersScript = "bench/peers.sh"
 
@@ -47,8 +50,10 @@ struct CommonOptions: ParsableArguments {
         return broker.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
     }
 
-    func runOptions(brokers override: [String]? = nil) -> BenchRun.Options {
+    func runOptions(brokers override: [String]? = nil) throws -> BenchRun.Options {
         var options = BenchRun.Options()
+        options.clusterPorts = try parseList(clusterPorts)
+        guard options.clusterPorts.count >= 2 else { throw ValidationError("--cluster-ports needs at least two ports") }
         options.brokers = override ?? brokers
         options.relayBinary = relayBinary
         options.relayArguments = relayArguments
@@ -61,7 +66,7 @@ struct CommonOptions: ParsableArguments {
 
     /// Starts the brokers, runs `body`, stops the brokers, prints the report.
     func run(brokers override: [String]? = nil, _ body: (BenchRun, inout BenchReport) async throws -> Void) async throws {
-        let options = runOptions(brokers: override)
+        let options = try runOptions(brokers: override)
         let run = try BenchRun(options)
         var report = BenchReport(brokers: options.brokers, command: CommandLine.arguments.joined(separator: " "))
         do {

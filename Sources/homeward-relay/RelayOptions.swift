@@ -9,7 +9,7 @@ struct RelayOptions: ParsableArguments {
     @Option(help: "Address to listen on (0.0.0.0 for all IPv4 interfaces). [default: 0.0.0.0]")
     var host: String?
 
-    @Option(help: "TLS port for WebSocket, /healthz and /metrics. [default: 8443]")
+    @Option(help: "TLS port for WebSocket, /healthz, /metrics and the web app. [default: 8443]")
     var port: Int?
 
     @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
@@ -108,6 +108,25 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("share-min-ttl"), help: "For tests only: the shortest share-link ttl in seconds (the contract's is 60). [default: 60]")
     var shareMinTTL: Int?
 
+    @Option(name: .customLong("web-root"), help: ArgumentHelp(
+        "Directory of the web app served at / and /f (index.html, f.html, static/). [default: PREFIX/share/homeward/web beside the binary's bin/, else web/ of the source checkout it was built from]",
+        valueName: "dir"))
+    var webRoot: String?
+
+    @Option(name: .customLong("leaflet-dir"), help: ArgumentHelp(
+        "Leaflet's files (Debian: apt-get install libjs-leaflet), served at /vendor/leaflet/; without them the page draws its own plain map. [default: /usr/share/javascript/leaflet]",
+        valueName: "dir"))
+    var leafletDir: String?
+
+    @Option(name: .customLong("map-tiles"), help: ArgumentHelp(
+        "Tile server the web app's map loads images from, e.g. https://tile.example.org/{z}/{x}/{y}.png; browsers then ask that server for the tiles around each walk. [default: none: no third-party requests, a plain map]",
+        valueName: "url-template"))
+    var mapTiles: String?
+
+    @Option(name: .customLong("map-attribution"), help: ArgumentHelp(
+        "Attribution the tile server's licence requires, shown on the map (with --map-tiles).", valueName: "text"))
+    var mapAttribution: String?
+
     struct Settings {
         var relay: RelayConfiguration
         var logLevel: Logger.Level
@@ -167,12 +186,28 @@ struct RelayOptions: ParsableArguments {
         }
         try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, "watch-failures-per-address")
         try env.override(&config.shares.minimumTTL, shareMinTTL.map(Int64.init), "share-min-ttl")
+        try resolveWeb(&config.web, env)
         let levelName = try env.value(logLevel, "log-level") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else {
             throw ValidationError("unknown log level '\(levelName)'")
         }
         try validate(config)
         return Settings(relay: config, logLevel: level)
+    }
+
+    private func resolveWeb(_ web: inout WebConfiguration, _ env: EnvironmentReader) throws {
+        web.webRoot = try env.value(webRoot, "web-root") ?? WebConfiguration.defaultWebRoot()
+        if let directory = try env.value(leafletDir, "leaflet-dir") { web.leafletDirectory = directory }
+        let attribution = try env.value(mapAttribution, "map-attribution")
+        if let template = try env.value(mapTiles, "map-tiles") {
+            do {
+                web.mapTiles = try MapTiles(urlTemplate: template, attribution: attribution ?? "")
+            } catch {
+                throw ValidationError(error.description)
+            }
+        } else if attribution != nil {
+            throw ValidationError("--map-attribution needs --map-tiles")
+        }
     }
 
     private func validate(_ config: RelayConfiguration) throws {

@@ -7,9 +7,17 @@ needed), with a per-test time limit, and closes every client the test opened.
 
 Fixtures:
 - `relay`:     one relay for the whole session (fresh data dir), shared by most tests.
+               In cluster mode (below) the first node of a cluster that is already running.
 - `own_relay`: a relay of the test's own, for tests that restart it (SIGKILL + start again).
 - `hw`:        the harness for `relay`; `own_hw` the same for `own_relay`. It opens clients,
                registers users with unique names, makes friends, and checks relay health.
+
+Cluster mode (tests/cluster/run.sh): HOMEWARD_TEST_RELAY_URLS lists the wss URLs of a running
+cluster's nodes and its balancer, comma-separated; HOMEWARD_TEST_CA is the CA file they all share;
+HOMEWARD_TEST_RELAY_LOGS optionally the nodes' log files in the same order (empty for the balancer).
+`hw` then opens each new client on the next URL in turn, so a test's walker, observers and alarm
+recipients are on different nodes. Tests that start, restart or inspect a relay process of their own
+(they use `relay_binary`, or are marked `single_relay`) are skipped there with the reason.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import ssl
 import struct
 import subprocess
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,6 +54,8 @@ REPLY_TIMEOUT = 15.0  # registration runs a slow KDF; keep generous
 
 NO_ID = object()  # pass as id=NO_ID to send a request without an id
 
+CLUSTER_URLS = [url.strip() for url in os.environ.get("HOMEWARD_TEST_RELAY_URLS", "").split(",") if url.strip()]
+
 
 # --------------------------------------------------------------------------------------------
 # pytest plumbing
@@ -52,6 +63,22 @@ NO_ID = object()  # pass as id=NO_ID to send a request without an id
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (still run by default)")
+    config.addinivalue_line("markers", "single_relay(reason): needs the one relay process itself; skipped in cluster mode")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Cluster mode: skips the tests that need a relay process of their own, saying why."""
+    if not CLUSTER_URLS:
+        return
+    for item in items:
+        marker = item.get_closest_marker("single_relay")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else "needs the relay process itself"
+        elif "relay_binary" in item.fixturenames:
+            reason = "starts a relay of its own (its own flags, or restarts it)"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=f"cluster mode: {reason}"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -82,11 +109,11 @@ def pytest_runtest_makereport(item, call):
         return
     seen = set()
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, Harness):
-            value = value.relay
-        if isinstance(value, Relay) and id(value) not in seen:
-            seen.add(id(value))
-            report.sections.append((f"relay log ({value.log_path})", value.log_since_mark() or "(nothing logged)"))
+        relays = value.endpoints if isinstance(value, Harness) else [value]
+        for relay in relays:
+            if isinstance(relay, Relay) and relay.log_path is not None and id(relay) not in seen:
+                seen.add(id(relay))
+                report.sections.append((f"relay log ({relay.log_path})", relay.log_since_mark() or "(nothing logged)"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,6 +274,47 @@ class Relay:
             conn.close()
 
 
+class RunningRelay(Relay):
+    """A relay someone else started and stops (cluster mode: a node or the balancer), reached at its URL."""
+
+    def __init__(self, url: str, ca_path: Path, log_path: str = ""):
+        parts = urllib.parse.urlsplit(url)
+        self.binary = ""
+        self.url = url
+        self.host = parts.hostname
+        self.port = parts.port or 443
+        self.proc = None
+        self.log_path = Path(log_path) if log_path else None
+        self._mark = 0
+        self.ssl_ctx = make_ssl_context(ca_path)
+        self.sentinel = None
+        self.extra_args = []
+
+    @property
+    def ws_url(self) -> str:
+        return self.url
+
+    def start(self) -> None:
+        pytest.fail(f"{self.url} is not started by the tests", pytrace=False)
+
+    stop = kill = start
+
+    def mark_log(self) -> None:
+        if self.log_path is not None:
+            super().mark_log()
+
+
+def running_cluster() -> list[RunningRelay]:
+    """The cluster in HOMEWARD_TEST_RELAY_URLS (see the module docstring); [] when not in cluster mode."""
+    if not CLUSTER_URLS:
+        return []
+    ca = os.environ.get("HOMEWARD_TEST_CA", "")
+    if not ca or not Path(ca).exists():
+        pytest.fail(f"HOMEWARD_TEST_RELAY_URLS is set but HOMEWARD_TEST_CA ({ca!r}) is not a CA file", pytrace=False)
+    logs = os.environ.get("HOMEWARD_TEST_RELAY_LOGS", "").split(",")
+    return [RunningRelay(url, Path(ca), logs[i] if i < len(logs) else "") for i, url in enumerate(CLUSTER_URLS)]
+
+
 class _HTTPSConnection(http.client.HTTPSConnection):
     """Connects to the loopback address but verifies the certificate for SERVER_HOSTNAME."""
 
@@ -266,8 +334,18 @@ def relay_binary() -> str:
 
 
 @pytest.fixture(scope="session")
-def relay(relay_binary, tmp_path_factory):
-    r = Relay(relay_binary, tmp_path_factory.mktemp("relay"))
+def cluster_endpoints() -> list:
+    """Cluster mode: every node and the balancer; [] with one relay of our own."""
+    return running_cluster()
+
+
+@pytest.fixture(scope="session")
+def relay(request, cluster_endpoints, tmp_path_factory):
+    if cluster_endpoints:
+        yield cluster_endpoints[0]
+        return
+    # Asked for here rather than as an argument: in cluster mode, tests that need the binary are skipped.
+    r = Relay(request.getfixturevalue("relay_binary"), tmp_path_factory.mktemp("relay"))
     r.start()
     yield r
     r.stop()
@@ -335,6 +413,7 @@ class Client:
         self.password: str | None = None
         self.token: str | None = None
         self.user: dict | None = None
+        self.node: str | None = None  # `node` of the sign-in reply (a relay in a cluster)
 
     def __repr__(self):
         return f"<Client {self.label} {self.username or ''}>"
@@ -559,6 +638,7 @@ class Client:
 
     def _take_auth(self, reply: dict, password: str | None = None):
         self.user = reply.get("user")
+        self.node = reply.get("node")
         self.username = self.user.get("username") if isinstance(self.user, dict) else None
         self.name = self.user.get("name") if isinstance(self.user, dict) else None
         if "token" in reply:
@@ -569,10 +649,13 @@ class Client:
 
 
 class Harness:
-    """Opens clients against one relay, and closes them all at the end of the test."""
+    """Opens clients against one relay (or, in cluster mode, against each endpoint in turn), and closes
+    them all at the end of the test."""
 
-    def __init__(self, relay: Relay):
+    def __init__(self, relay: Relay, endpoints: list | None = None):
         self.relay = relay
+        self.endpoints: list[Relay] = list(endpoints) if endpoints else [relay]
+        self._next_endpoint = 0
         self.clients: list[Client] = []
         self._kdf_gate = asyncio.Semaphore(4)  # concurrent register/login (each runs a slow KDF)
 
@@ -580,15 +663,21 @@ class Harness:
         await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
         self.clients.clear()
 
-    async def connect(self, label: str = "anon", **kwargs) -> Client:
-        c = Client(self.relay, label)
+    def next_endpoint(self) -> Relay:
+        endpoint = self.endpoints[self._next_endpoint % len(self.endpoints)]
+        self._next_endpoint += 1
+        return endpoint
+
+    async def connect(self, label: str = "anon", endpoint: Relay | None = None, **kwargs) -> Client:
+        """A new client on `endpoint`, or on the next endpoint in turn."""
+        c = Client(endpoint or self.next_endpoint(), label)
         await c.connect(**kwargs)
         self.clients.append(c)
         return c
 
     async def register(self, prefix: str = "u", *, name: str | None = None, password: str = PASSWORD,
-                       username: str | None = None) -> Client:
-        c = await self.connect(prefix)
+                       username: str | None = None, endpoint: Relay | None = None) -> Client:
+        c = await self.connect(prefix, endpoint)
         fields = {"username": username or unique_username(prefix), "password": password}
         if name is not None:
             fields["name"] = name
@@ -602,16 +691,17 @@ class Harness:
     async def users(self, *prefixes: str) -> list[Client]:
         return list(await asyncio.gather(*(self.register(p) for p in prefixes)))
 
-    async def login(self, username: str, password: str = PASSWORD, label: str = "login") -> Client:
-        c = await self.connect(label)
+    async def login(self, username: str, password: str = PASSWORD, label: str = "login",
+                    endpoint: Relay | None = None) -> Client:
+        c = await self.connect(label, endpoint)
         async with self._kdf_gate:
             reply = await c.request("login", username=username, password=password)
         assert reply.get("type") == "ok", f"login {username} -> {reply}"
         c._take_auth(reply, password)
         return c
 
-    async def hello(self, token: str, label: str = "hello") -> Client:
-        c = await self.connect(label)
+    async def hello(self, token: str, label: str = "hello", endpoint: Relay | None = None) -> Client:
+        c = await self.connect(label, endpoint)
         reply = await c.request("hello", token=token)
         assert reply.get("type") == "ok", f"hello -> {reply}"
         c._take_auth(reply)
@@ -656,9 +746,10 @@ class Harness:
 
 
 @pytest.fixture
-def hw(relay):
-    relay.mark_log()
-    return Harness(relay)
+def hw(relay, cluster_endpoints):
+    for r in cluster_endpoints or [relay]:
+        r.mark_log()
+    return Harness(relay, cluster_endpoints)
 
 
 @pytest.fixture

@@ -1,38 +1,7 @@
 #!/usr/bin/env bash
 # Runs the independent end-to-end suite against a built homeward-relay.
 # HOMEWARD_RELAY_BIN picks the binary (default: .build/release, then .build/debug).
-# Extra arguments go to pytest (e.g. -k alarms, -m "not slow").
+# Extra arguments go to pytest (e.g. -k alarms, -m "not slow"). Ends with "N passed, N failed".
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-venv="$here/.venv"
-
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-
-export HOMEWARD_PBKDF2_ITERATIONS="${HOMEWARD_PBKDF2_ITERATIONS:-210000}"
-cd "$here/../.."
-junit="$(mktemp "${TMPDIR:-/tmp}/homeward-pytest.XXXXXX.xml")"
-trap 'rm -f "$junit"' EXIT
-set +e
-"$venv/bin/python" -m pytest "$here" -q -rf -p no:cacheprovider --junitxml="$junit" "$@"
-status=$?
-set -e
-# A closing "N passed, N failed" line (errors count as failed; skipped tests are neither).
-"$venv/bin/python" - "$junit" "$status" <<'PY'
-import sys, xml.etree.ElementTree as ET
-path, status = sys.argv[1], int(sys.argv[2])
-passed = failed = 0
-try:
-    for suite in ET.parse(path).getroot().iter("testsuite"):
-        tests, fail = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-        passed += tests - fail - int(suite.get("skipped", 0))
-        failed += fail
-except (OSError, ET.ParseError):
-    pass
-if status not in (0, 1) and failed == 0:
-    failed = 1  # pytest itself failed (usage error, collection error, interrupted)
-print(f"{passed} passed, {failed} failed")
-PY
-exit "$status"
+exec bash "$here/pytest-in-venv.sh" "$here" "$@"

@@ -62,10 +62,19 @@ def test_plain_get_of_ws_path_is_426(relay):
     assert status == 426
 
 
-@pytest.mark.parametrize("path", ["/", "/nope", "/v2/ws", "/healthz/extra", "/v1/ws/more"])
+# "/" is the web app since issue 12 (a documented addition, docs/web.md); tests/browser covers it.
+@pytest.mark.parametrize("path", ["/nope", "/v2/ws", "/healthz/extra", "/v1/ws/more", "/index.html"])
 def test_other_paths_are_404(relay, path):
     status, _, _ = relay.http_get(path)
     assert status == 404
+
+
+def test_root_serves_the_web_app_with_a_strict_policy(relay):
+    status, headers, body = relay.http_get("/")
+    assert status == 200
+    assert headers.get("content-type", "").startswith("text/html"), headers
+    assert "script-src 'self'" in headers.get("content-security-policy", ""), headers
+    assert b"<script>" not in body
 
 
 async def test_websocket_upgrade_on_other_path_is_refused(hw):

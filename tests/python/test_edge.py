@@ -99,6 +99,7 @@ async def test_a_burst_of_pings_gets_one_pong_for_the_latest(hw):
         ws.close()
 
 
+@pytest.mark.single_relay("measures the relay process's memory")
 async def test_a_ping_flood_that_never_reads_is_closed_and_does_not_grow_memory(hw):
     """Before the fix: ~1 GB in 3 s, never given back, and other clients' alarms took seconds."""
     relay = hw.relay

@@ -1,0 +1,71 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// An HTTP answer before the connection-level headers (Content-Length, Connection) are added.
+struct HTTPAnswer {
+    var status: HTTPResponseStatus
+    var headers = HTTPHeaders()
+    var body: ByteBuffer
+
+    init(_ status: HTTPResponseStatus, _ text: String, contentType: String = "text/plain; charset=utf-8") {
+        self.status = status
+        self.body = ByteBuffer(string: text)
+        headers.add(name: "Content-Type", value: contentType)
+        headers.add(name: "Cache-Control", value: "no-store")
+    }
+}
+
+/// The web app's routes: `/` and `/f` (the pages), `/static/...` (the app's scripts and styles),
+/// `/vendor/leaflet/...` (Debian's Leaflet) and `/v1/web-config` (what the page needs to draw its map).
+/// A value with no I/O: `HTTPHandler` asks it for an answer; unit tests do the same.
+struct WebSite: Sendable {
+    let assets: WebAssets
+    let tiles: MapTiles?
+    private let config: ByteBuffer
+
+    static let configPath = "/v1/web-config"
+
+    init(assets: WebAssets, tiles: MapTiles?) {
+        self.assets = assets
+        self.tiles = tiles
+        var object: [String: Any] = ["leaflet": assets.hasLeaflet ? [
+            "script": WebAssets.leafletPrefix + "leaflet.js", "stylesheet": WebAssets.leafletPrefix + "leaflet.css",
+        ] : NSNull()]
+        object["tiles"] = tiles.map { ["url": $0.urlTemplate, "attribution": $0.attribution] } ?? NSNull()
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        config = ByteBuffer(bytes: data)
+    }
+
+    /// Whether `path` names something this site serves (then other methods get 405, not 404).
+    func serves(_ path: String) -> Bool {
+        path == Self.configPath || assets.files[path] != nil
+    }
+
+    /// The answer to a GET or HEAD of `path` (the caller drops the body for HEAD).
+    func answer(path: String, headers request: HTTPHeaders) -> HTTPAnswer {
+        if path == Self.configPath {
+            var answer = HTTPAnswer(.ok, "", contentType: "application/json")
+            answer.body = config
+            return answer
+        }
+        guard let asset = assets.files[path] else {
+            return HTTPAnswer(.notFound, "not found\n")
+        }
+        var answer = HTTPAnswer(.ok, "", contentType: asset.contentType)
+        answer.headers.replaceOrAdd(name: "Cache-Control", value: Self.cachePolicy(for: path))
+        answer.headers.add(name: "ETag", value: asset.etag)
+        if request[canonicalForm: "If-None-Match"].contains(where: { $0 == "*" || $0 == Substring(asset.etag) }) {
+            answer.status = .notModified
+            return answer
+        }
+        answer.body = asset.body
+        return answer
+    }
+
+    /// Leaflet changes only with a Debian package upgrade: cache it for a day. The app's own files keep
+    /// their names across releases, so the browser revalidates them (cheaply, by ETag) each time.
+    static func cachePolicy(for path: String) -> String {
+        path.hasPrefix(WebAssets.leafletPrefix) ? "public, max-age=86400" : "no-cache"
+    }
+}

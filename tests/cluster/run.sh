@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The cluster test: PostgreSQL + nats-server + three relays + haproxy on loopback (tests/cluster/cluster.py).
+#   1. the Python contract suite with its clients spread over the three nodes and the balancer
+#      (a fresh cluster; tests that need a relay process of their own are skipped, with the reason);
+#   2. the cross-node checks and fault cases of tests/cluster (a cluster of their own, which they
+#      kill -9, restart and cut off from PostgreSQL and NATS).
+# Ends with "N passed, N failed"; exits non-zero if anything failed.
+#
+#   bash tests/cluster/run.sh RELAY_BIN [pytest arguments for part 2, e.g. -k faults]
+#
+# Installs nothing: needs postgresql, nats-server and haproxy (Debian packages; .ci/run installs them)
+# and python3 with venv (pytest and websockets go into tests/python/.venv, as for the contract suite).
+# HOMEWARD_CLUSTER_KEEP=1 keeps the clusters' directories (logs, databases) for a look afterwards.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+relay_bin="${1:-}"
+if [ -z "$relay_bin" ] || [ ! -x "$relay_bin" ]; then
+    echo "usage: $0 RELAY_BIN (an executable homeward-relay) [pytest arguments]" >&2
+    exit 2
+fi
+shift
+relay_bin="$(cd "$(dirname "$relay_bin")" && pwd)/$(basename "$relay_bin")"
+export HOMEWARD_RELAY_BIN="$relay_bin"
+export HOMEWARD_PBKDF2_ITERATIONS="${HOMEWARD_PBKDF2_ITERATIONS:-210000}"
+
+missing=()
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
+command -v nats-server >/dev/null || missing+=(nats-server)
+command -v haproxy >/dev/null || missing+=(haproxy)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "missing: ${missing[*]} (apt-get install ${missing[*]})"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# shellcheck source=../parts.sh
+source "$here/../parts.sh"
+setup_python_venv || exit 1
+
+run_part "contract suite on 3 nodes" "$venv/bin/python" "$here/cluster.py" "$relay_bin" run -- \
+    bash "$here/../python/run.sh" -rfs
+
+cluster_tests() {
+    local junit status
+    junit="$(mktemp "${TMPDIR:-/tmp}/homeward-cluster.XXXXXX.xml")"
+    (cd "$here" && "$venv/bin/python" -m pytest . -q -rfs -p no:cacheprovider --junitxml="$junit" "$@")
+    status=$?
+    "$venv/bin/python" "$here/../python/summary.py" "$junit" "$status"
+    rm -f "$junit"
+    return "$status"
+}
+run_part "cross-node and fault cases" cluster_tests "$@"
+
+print_summary "cluster summary"

@@ -1,0 +1,107 @@
+// The home screen: walks you follow, invitations, your own walk, alarms, friends and requests.
+// Lists are redrawn when the state changes; the add-friend form is drawn once so typing survives.
+
+import { h, mount, formValues, agoText } from './dom.js';
+import { displayName } from './format.js';
+
+export function renderHome(app, main) {
+  const { state, socket } = app;
+  const alarms = h('section', { id: 'alarms-list' });
+  const walks = h('section', { id: 'walks' });
+  const invites = h('section', { id: 'invites' });
+  const own = h('section', { id: 'own-walk' });
+  const requests = h('section', { id: 'requests' });
+  const friends = h('section', { id: 'friends' });
+  const addForm = h('form', { class: 'inline', id: 'add-friend', onsubmit: addFriend },
+    h('input', { name: 'username', placeholder: 'Add a friend by username', 'aria-label': 'username to add', autocapitalize: 'none', required: true }),
+    h('button', { type: 'submit' }, 'Ask'));
+
+  mount(main,
+    h('header', { class: 'top' }, h('h1', {}, 'Homeward'),
+      h('button', { type: 'button', class: 'link', id: 'sign-out', onclick: () => app.signOut() }, 'Sign out')),
+    alarms, own, walks, invites, requests,
+    h('h2', {}, 'Friends'), friends, addForm);
+
+  const act = (promise) => promise.catch((error) => app.reportError(error));
+
+  function draw() {
+    const activeAlarms = [...state.alarms.values()].filter((a) => a.from.username !== state.me?.username);
+    mount(alarms, activeAlarms.map((alarm) => h('button', {
+      type: 'button', class: 'alarm-banner', onclick: () => app.alarms.open(alarm.alarmId),
+    }, `ALARM from ${alarm.from.name || alarm.from.username}: ${alarm.text}`)));
+
+    const mine = state.own && !state.own.ended;
+    mount(own, h('button', { type: 'button', class: mine ? 'primary sharing' : 'primary', id: 'share-walk', onclick: () => app.show({ name: 'walker' }) },
+      mine ? 'Your walk is shared: open' : 'Share my walk'));
+
+    const followed = [...state.following.values()];
+    mount(walks, followed.length ? h('h2', {}, 'Walks you follow') : null,
+      followed.map((walk) => {
+        const owner = walk.session.owner;
+        const status = walk.ended ? `ended (${walk.ended})`
+          : walk.lost ? 'CONTACT LOST'
+            : walk.last ? null : 'no position yet';
+        return h('button', {
+          type: 'button', class: `walk-item${walk.lost ? ' lost' : ''}${walk.ended ? ' ended' : ''}`,
+          dataset: { session: walk.session.sessionId },
+          onclick: () => app.show({ name: 'walk', sessionId: walk.session.sessionId }),
+        }, h('strong', {}, owner.name || owner.username),
+        walk.session.note ? h('span', { class: 'note' }, walk.session.note) : null,
+        h('span', { class: 'meta' }, status || agoText(walk.last.ts)));
+      }));
+
+    const invited = [...state.invites.values()];
+    mount(invites, invited.length ? h('h2', {}, 'Invitations') : null,
+      invited.map((session) => h('div', { class: 'card invite', dataset: { session: session.sessionId } },
+        h('p', {}, h('strong', {}, session.owner.name || session.owner.username), ' asks you to follow their walk',
+          session.note ? h('span', { class: 'note' }, ` “${session.note}”`) : null),
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'primary accept', onclick: () => act(accept(session)) }, 'Follow'),
+          h('button', { type: 'button', onclick: () => act(socket.request('session.decline', { sessionId: session.sessionId }).then(() => { state.invites.delete(session.sessionId); draw(); })) }, 'Decline')))));
+
+    mount(requests, state.incoming.length ? h('h2', {}, 'Friend requests') : null,
+      state.incoming.map((user) => h('div', { class: 'card request', dataset: { username: user.username } },
+        h('p', {}, displayName(user)),
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'primary accept', onclick: () => act(socket.request('friend.accept', { username: user.username })) }, 'Accept'),
+          h('button', { type: 'button', onclick: () => act(socket.request('friend.decline', { username: user.username }).then(refresh)) }, 'Decline')))));
+
+    const list = [...state.friends.values()].sort((a, b) => (b.online - a.online) || a.username.localeCompare(b.username));
+    mount(friends,
+      list.length === 0 ? h('p', { class: 'muted' }, 'No friends yet: ask someone by their username.') : null,
+      h('ul', { class: 'friends' }, list.map((friend) => h('li', { dataset: { username: friend.username, online: String(Boolean(friend.online)) } },
+        h('span', { class: `dot ${friend.online ? 'online' : 'offline'}` }),
+        h('span', { class: 'name' }, displayName(friend)),
+        h('span', { class: 'meta' }, friend.online ? 'online' : friend.lastSeen ? ['seen ', agoText(friend.lastSeen)] : 'offline')))),
+      state.outgoing.length ? h('p', { class: 'muted' }, `Asked: ${state.outgoing.map((u) => '@' + u.username).join(', ')}`) : null);
+  }
+
+  async function accept(session) {
+    const reply = await socket.request('session.accept', { sessionId: session.sessionId });
+    state.invites.delete(session.sessionId);
+    state.follow(reply.session, reply.position);
+    app.show({ name: 'walk', sessionId: session.sessionId });
+  }
+
+  async function refresh() {
+    state.setFriendList(await socket.request('friend.list'));
+  }
+
+  async function addFriend(event) {
+    event.preventDefault();
+    const { username } = formValues(addForm);
+    try {
+      const reply = await socket.request('friend.request', { username: username.toLowerCase() });
+      app.notify(reply.status === 'friends' ? `You and @${username} are now friends` : `Asked @${username}`);
+      addForm.reset();
+      await refresh();
+    } catch (error) {
+      app.notify(error.code === 'not_found' ? `Nobody is called @${username}` : error.code === 'conflict' ? `Already friends with or asked @${username}` : error.message);
+    }
+  }
+
+  const onChange = () => draw();
+  state.addEventListener('changed', onChange);
+  draw();
+  return () => state.removeEventListener('changed', onChange);
+}

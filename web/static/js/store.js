@@ -1,0 +1,95 @@
+// What the app knows, updated from the relay's replies and events. Views read it; `changed` tells
+// them which part moved ("friends", "sessions", "alarms", "own", "position:<sessionId>").
+
+export class AppState extends EventTarget {
+  constructor() {
+    super();
+    this.reset();
+  }
+
+  reset() {
+    this.me = null;
+    this.features = [];
+    this.friends = new Map(); // username -> {username, name, online, lastSeen}
+    this.incoming = [];
+    this.outgoing = [];
+    this.invites = new Map(); // sessionId -> session
+    this.following = new Map(); // sessionId -> Walk
+    this.own = null; // Walk of the user's own session
+    this.alarms = new Map(); // alarmId -> alarm (to me, or mine)
+  }
+
+  changed(what) {
+    this.dispatchEvent(new CustomEvent('changed', { detail: what }));
+  }
+
+  /** A followed session, kept with the track seen since the page opened. */
+  follow(session, position) {
+    let walk = this.following.get(session.sessionId);
+    if (!walk) {
+      walk = new Walk(session);
+      this.following.set(session.sessionId, walk);
+    } else {
+      walk.session = session;
+    }
+    if (position) walk.add(position);
+    return walk;
+  }
+
+  walksOf(username) {
+    const walks = [...this.following.values()].filter((w) => w.session.owner.username === username && !w.ended);
+    if (this.own && this.own.session.owner.username === username) walks.push(this.own);
+    return walks;
+  }
+
+  setFriendList(reply) {
+    this.friends = new Map((reply.friends || []).map((f) => [f.username, f]));
+    this.incoming = reply.incoming || [];
+    this.outgoing = reply.outgoing || [];
+    this.changed('friends');
+  }
+
+  setSessionList(reply) {
+    const keep = this.following;
+    this.following = new Map();
+    for (const session of reply.following || []) {
+      const old = keep.get(session.sessionId);
+      if (old) {
+        old.session = session;
+        this.following.set(session.sessionId, old);
+      } else {
+        this.follow(session);
+      }
+    }
+    // Ended walks stay on screen (with their end) until the user closes them.
+    for (const [id, walk] of keep) if (walk.ended && !this.following.has(id)) this.following.set(id, walk);
+    this.invites = new Map((reply.invites || []).map((s) => [s.sessionId, s]));
+    if (reply.own) {
+      if (!this.own || this.own.session.sessionId !== reply.own.sessionId) this.own = new Walk(reply.own);
+      else this.own.session = reply.own;
+    } else if (this.own && !this.own.ended) {
+      this.own = null;
+    }
+    this.changed('sessions');
+    this.changed('own');
+  }
+}
+
+export class Walk {
+  constructor(session) {
+    this.session = session;
+    this.track = [];
+    this.last = null;
+    this.lost = null; // {since, lastPosition}
+    this.ended = null; // reason
+    this.map = null; // its WalkMap, made when first shown
+  }
+
+  add(position) {
+    if (!position || typeof position.lat !== 'number') return false;
+    this.last = position;
+    this.track.push(position);
+    if (this.map) this.map.addPosition(position);
+    return true;
+  }
+}
