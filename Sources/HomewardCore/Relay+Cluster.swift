@@ -27,6 +27,11 @@ extension Relay: BusReceiver {
         submit(.remotePresence(digest))
     }
 
+    public nonisolated func localLastPosition(of walker: String) -> Position?? {
+        guard presence.connectionCount(of: walker) > 0 else { return nil }
+        return .some(presence.lastPosition(walker))
+    }
+
     public nonisolated func busDisconnected() {
         submit(.busLost)
     }
@@ -60,12 +65,9 @@ extension Relay: BusReceiver {
 
     /// After every command: tells the other relays what it stored and sent, and the bus which walkers'
     /// positions this relay now needs.
-    func afterCommand() {
+    func afterCommand() async {
         // Interest first: the bus subscribes before the notice that makes a walker's relay publish to us.
-        let interest = presence.takeInterestChanges()
-        if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
-            bus.updateInterest(adding: interest.added, removing: interest.removed)
-        }
+        await syncInterest()
         // A revoked token signs nobody in any more: its connections (here and, through the notice,
         // elsewhere) close; the one that sent `logout` was signed out before and stays.
         if !revokedTokens.isEmpty {
@@ -80,6 +82,23 @@ extension Relay: BusReceiver {
             notice.revokedTokens.removeAll()
             noticeNeeded = false
         }
+    }
+
+    /// Subscribes to the walkers this relay's connections started receiving (and drops those nobody here
+    /// receives any more), waiting until the bus has the subscriptions: called before a reply that lets a
+    /// client expect positions (an accept, a watch, a sign-in), so the walker's next position is not lost.
+    /// Before a reply that shows `walker`'s last position (an accept, a watch): when they are connected to
+    /// another relay only, asks that relay (this relay's copy comes with its digest, up to a second late).
+    func fetchLastPosition(of walker: String?) async {
+        guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
+              let position = await bus.lastPosition(of: walker) else { return }
+        presence.setRemotePosition(position, of: walker)
+    }
+
+    func syncInterest() async {
+        let interest = presence.takeInterestChanges()
+        guard !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped else { return }
+        await bus.updateInterest(adding: interest.added, removing: interest.removed)
     }
 
     func addToNotice(_ events: [(to: String, message: JSONValue)]) {
@@ -97,6 +116,10 @@ extension Relay: BusReceiver {
         await reloadFromStore(afterRemoteChange: true)
         for notice in notices {
             for event in notice.events {
+                // Friends now, even if they parted again before this reload: the pair's cooldown ends.
+                if event.message["type"] == "friend.added", let friend = event.message["user"]?["username"]?.stringValue {
+                    for username in event.recipients { state.forgetRequestNotices(username, friend) }
+                }
                 let message = EncodedMessage(event.message)
                 for username in event.recipients where !alreadyCaughtUp(username, with: event.message) {
                     deliver(message, to: username)

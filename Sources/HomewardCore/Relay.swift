@@ -263,7 +263,7 @@ public actor Relay {
             return nil
         }) {
             await handle(command)
-            afterCommand()
+            await afterCommand()
         }
     }
 
@@ -344,7 +344,7 @@ public actor Relay {
             await hello(token: token, previous: auth, sink: sink, done: done)
         case .watch(let token):
             guard auth == nil else { return done(.failure(.forbidden("a signed-in connection cannot watch; open another"))) }
-            watch(token: token, peer: peer, sink: sink, done: done)
+            await watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             await serveSignedIn(request, auth: auth, sink: sink, done: done)
@@ -436,6 +436,7 @@ public actor Relay {
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
         signedInTokens.remember(auth.tokenHash, sink)
+        await syncInterest()
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
@@ -454,18 +455,21 @@ public actor Relay {
     /// A share link's viewer (protocol 1.1): checks the token, attaches the connection under the link's
     /// viewer key (so the owner's positions reach it by the usual fan-out), replies, then sends what is
     /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
-    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) {
+    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) async {
         let now = clock()
         guard !watchFailures.isBlocked(peer, now: now) else {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
+        let hash = Token.hash(token)
+        await fetchLastPosition(of: state.sharesByHash[hash].flatMap { state.shares[$0]?.owner })
         do throws(RelayError) {
-            let (share, reply) = try state.watch(tokenHash: Token.hash(token), now: now, presence: presence)
+            let (share, reply) = try state.watch(tokenHash: hash, now: now, presence: presence)
             // A valid token: not a failure to count, even when there is no room.
             guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
                 return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
             }
             presence.attachViewer(share.viewerKey, sink)
+            await syncInterest()
             done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
         } catch {
@@ -542,7 +546,9 @@ public actor Relay {
             case .sessionStart(let options): outcome = try state.startSession(user, options, now: now)
             case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
             case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)
-            case .sessionAccept(let id): outcome = try state.acceptSession(user, id, presence: presence)
+            case .sessionAccept(let id):
+                await fetchLastPosition(of: state.sessions[id]?.owner)
+                outcome = try state.acceptSession(user, id, presence: presence)
             case .sessionDecline(let id): outcome = try state.declineSession(user, id)
             case .sessionLeave(let id): outcome = try state.leaveSession(user, id)
             case .sessionEnd(let id): outcome = try state.endSession(user, id, now: now)
@@ -565,6 +571,7 @@ public actor Relay {
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
+            await syncInterest()
             done(.success(RelayReply(outcome.reply, auth: authChange)))
             deliverEvents(outcome)
         } catch {
