@@ -65,7 +65,7 @@ def screenshots(request):
     async def take(page, name: str):
         if enabled:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            await page.evaluate("document.getElementById('toast')?.classList.add('hidden')")
+            await page.evaluate("document.getElementById('toast')?.classList.add('hidden'); window.scrollTo(0, 0)")
             await page.wait_for_timeout(300)  # let the map finish its last redraw before the picture
             await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 

@@ -366,10 +366,11 @@ class Cluster:
 
 
 def _terminate_on_signals():
-    """SIGTERM and SIGHUP end the run like Ctrl-C does, so the `finally` blocks stop everything."""
+    """SIGINT (also when started in the background, where it is inherited as ignored), SIGTERM and
+    SIGHUP end the run like Ctrl-C does, so the `finally` blocks stop everything."""
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
 
 

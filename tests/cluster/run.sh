@@ -9,7 +9,8 @@
 #   bash tests/cluster/run.sh RELAY_BIN [pytest arguments for part 2, e.g. -k faults]
 #
 # Installs nothing: needs postgresql, nats-server and haproxy (Debian packages; .ci/run installs them)
-# and python3 with venv (pytest and websockets go into tests/python/.venv, as for the contract suite).
+# and python3 with venv (pytest and websockets go into tests/python/.venv for part 1 and
+# tests/cluster/.venv for part 2, as tests/python/pytest-in-venv.sh does for every suite).
 # HOMEWARD_CLUSTER_KEEP=1 keeps the clusters' directories (logs, databases) for a look afterwards.
 set -uo pipefail
 
@@ -41,15 +42,6 @@ setup_python_venv || exit 1
 run_part "contract suite on 3 nodes" "$venv/bin/python" "$here/cluster.py" "$relay_bin" run -- \
     bash "$here/../python/run.sh" -rfs
 
-cluster_tests() {
-    local junit status
-    junit="$(mktemp "${TMPDIR:-/tmp}/homeward-cluster.XXXXXX.xml")"
-    (cd "$here" && "$venv/bin/python" -m pytest . -q -rfs -p no:cacheprovider --junitxml="$junit" "$@")
-    status=$?
-    "$venv/bin/python" "$here/../python/summary.py" "$junit" "$status"
-    rm -f "$junit"
-    return "$status"
-}
-run_part "cross-node and fault cases" cluster_tests "$@"
+run_part "cross-node and fault cases" bash "$here/../python/pytest-in-venv.sh" "$here" "$@"
 
 print_summary "cluster summary"

@@ -114,19 +114,25 @@ async def _signed_out_everywhere(hw, token, endpoints, within: float) -> float:
 
 async def test_logout_is_effective_on_every_node_within_1s(hw, nodes, balancer):
     user = await hw.register("logout", endpoint=nodes[0])
-    for node in nodes[1:]:
-        await hw.hello(user.token, endpoint=node)  # every node has seen (and may cache) the token
+    # Every node has seen (and may cache) the token, and holds a connection signed in with it.
+    devices = [await hw.hello(user.token, endpoint=node) for node in nodes[1:]]
     await user.ok("logout")
+    for device in devices:
+        assert await device.wait_closed(timeout=1.0) == 1008, f"{device.node}: closed with {device.close_code}"
+    await user.err("friend.list", "unauthenticated")  # the connection that logged out stays, signed out
     await _signed_out_everywhere(hw, user.token, [*nodes, balancer], within=1.0)
 
 
 async def test_revoking_a_token_is_effective_on_every_node_within_1s(hw, nodes, balancer):
     user = await hw.register("revoke", endpoint=nodes[0])
     phone = await hw.login(user.username, endpoint=nodes[1], label="phone")
-    await hw.hello(phone.token, endpoint=nodes[2])
+    tablet = await hw.hello(phone.token, endpoint=nodes[2], label="tablet")
     tokens = (await user.ok("auth.sessions"))["sessions"]
     phone_token = next(t for t in tokens if not t["current"])
     await user.ok("auth.revoke", tokenId=phone_token["id"])
+    # The connections signed in with it are closed with 1008 on every relay within a second (protocol.md).
+    for device in (phone, tablet):
+        assert await device.wait_closed(timeout=1.0) == 1008, f"{device.node}: closed with {device.close_code}"
     await _signed_out_everywhere(hw, phone.token, [*nodes, balancer], within=1.0)
     await hw.hello(user.token, endpoint=nodes[2])  # the other token still works
 
