@@ -667,7 +667,9 @@ public actor Relay {
 
     /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
     /// so the durable part is read back from storage (what is on disk is the truth) while what is not
-    /// stored (the safety settings, which owners are offline) is kept.
+    /// stored (the safety settings, which owners are offline) is kept: as the very next operation, not
+    /// before this one answers, so that a request that failed because the database is down fails
+    /// within one storage timeout, not two. Until then the state counts as unstored (`stateIsStored`).
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
@@ -677,8 +679,13 @@ public actor Relay {
             state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
-            // Already marked unstored: no need to pay another read-back timeout before the interval.
-            if !unstored || clock() - lastReadBack >= Self.readBackInterval { await reloadFromStore() }
+            // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).
+            if !unstored {
+                unstored = true
+                lastReadBack = .min / 2
+                // The read-back, right after this operation (also when no request comes: timers wait for it).
+                submit(.fireDue(then: nil))
+            }
             throw .storage("\(error)")
         }
     }
