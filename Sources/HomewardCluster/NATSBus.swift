@@ -26,6 +26,8 @@ public final class NATSBus: RelayBus {
         case interest(adding: Set<String>, removing: Set<String>, applied: CheckedContinuation<Void, Never>)
         case notice(ChangeNotice)
         case digest(PresenceDigest)
+        /// Resumed once the server has everything sent before (a PING round trip).
+        case flush(CheckedContinuation<Void, Never>)
     }
     /// The receiving tasks, and the one that sends the outbox.
     private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
@@ -128,6 +130,12 @@ public final class NATSBus: RelayBus {
         outboxInput.yield(.digest(digest))
     }
 
+    public func flush() async {
+        await withCheckedContinuation { flushed in
+            if case .terminated = outboxInput.yield(.flush(flushed)) { flushed.resume() }
+        }
+    }
+
     /// Sends what is in the outbox (the relay's last digest), then closes the connection.
     public func stop() async {
         outboxInput.finish()
@@ -150,6 +158,10 @@ public final class NATSBus: RelayBus {
                 continue
             case .digest(let digest):
                 client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(digest))
+                continue
+            case .flush(let flushed):
+                try? await client.flush(timeout: .seconds(1))
+                flushed.resume()
                 continue
             case .interest(let adding, let removing, let continuation):
                 change = (adding, removing)

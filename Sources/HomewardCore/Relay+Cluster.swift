@@ -251,6 +251,16 @@ extension Relay: BusReceiver {
         }
     }
 
+    /// A user's first connection here: the other relays hear of it before the sign-in is answered, so
+    /// that what the client does next on another relay (its other device logs out there) finds them online.
+    func tellOtherRelaysOnline(_ username: String) async {
+        guard busIsShared, !busStopped else { return }
+        recentlyOffline[username] = nil
+        recentlyOnline.insert(username)
+        sendChangeDigest()
+        await bus.flush()
+    }
+
     /// Only who came and went since the last digest.
     func sendChangeDigest() {
         changeDigestQueued = false

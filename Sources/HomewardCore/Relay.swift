@@ -437,6 +437,7 @@ public actor Relay {
         let first = presence.attach(auth.username, sink, now: now)
         signedInTokens.remember(auth.tokenHash, sink)
         await syncInterest()
+        if first { await tellOtherRelaysOnline(auth.username) }
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
@@ -444,8 +445,6 @@ public actor Relay {
         let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
         if !delivered.isEmpty { try? await persist(delivered) }
         if first {
-            recentlyOffline[auth.username] = nil
-            presenceChanged(auth.username, online: true)
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete(state.ownerCameBack(auth.username))
         }
@@ -616,6 +615,7 @@ public actor Relay {
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
+            presence.setOwner(owner, state.isOwner(owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }

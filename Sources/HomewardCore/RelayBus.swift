@@ -24,6 +24,8 @@ public protocol RelayBus: Sendable {
     func lastPosition(of walker: String) async -> Position?
     func publishChanges(_ notice: ChangeNotice)
     func publishPresence(_ digest: PresenceDigest)
+    /// Returns once the bus has everything published before (or cannot have it now).
+    func flush() async
     /// Stops delivering and closes the connection to the bus.
     func stop() async
 }
@@ -110,5 +112,6 @@ public struct LocalBus: RelayBus {
     public func lastPosition(of walker: String) async -> Position? { nil }
     public func publishChanges(_ notice: ChangeNotice) {}
     public func publishPresence(_ digest: PresenceDigest) {}
+    public func flush() async {}
     public func stop() async {}
 }

@@ -110,6 +110,11 @@ public struct RelayState: Sendable {
         Set(sessionByOwner.keys).union(alarmsByOwner.filter { !$0.value.isEmpty }.keys)
     }
 
+    /// Whether `username` owns an active session or alarm (one of `owners`).
+    public func isOwner(_ username: String) -> Bool {
+        sessionByOwner[username] != nil || !(alarmsByOwner[username]?.isEmpty ?? true)
+    }
+
     public func profile(_ username: String) -> UserProfile {
         users[username] ?? UserProfile(username: username, name: username)
     }

@@ -28,6 +28,7 @@ final class RecordingBus: RelayBus {
     func publishChanges(_ notice: ChangeNotice) { log.withLock { $0.append(.notice(notice)) } }
     func lastPosition(of walker: String) async -> Position? { nil }
     func publishPresence(_ digest: PresenceDigest) { log.withLock { $0.append(.digest(digest)) } }
+    func flush() async {}
     func stop() async {}
 
     var positions: [String] { calls.compactMap { if case .position(_, let text) = $0 { text } else { nil } } }
