@@ -114,6 +114,8 @@ extension Relay: BusReceiver {
     /// Reloads the cache from the store, then delivers the notices' events to this relay's connections.
     func refreshFromStore(then notices: [ChangeNotice]) async {
         await reloadFromStore(afterRemoteChange: true)
+        // An event may let a client here expect positions (an alarm it receives): subscribed first.
+        await syncInterest()
         for notice in notices {
             for event in notice.events {
                 // Friends now, even if they parted again before this reload: the pair's cooldown ends.
@@ -155,6 +157,7 @@ extension Relay: BusReceiver {
         caughtUp = [:]
         caughtUpAt = clock()
         await reloadFromStore(afterRemoteChange: true)
+        await syncInterest()
         let now = clock()
         var delivered: [StoreChange] = []
         for username in presence.localUsers() {
