@@ -571,7 +571,7 @@ public actor Relay {
             // already reaches the new observer.
             applyAudience(outcome)
             await syncInterest()
-            done(.success(RelayReply(outcome.reply, auth: authChange)))
+            done(.success(RelayReply(replyAfterAudience(outcome), auth: authChange)))
             deliverEvents(outcome)
         } catch {
             done(.failure(error))
@@ -605,6 +605,19 @@ public actor Relay {
         for viewerKey in viewerKeys {
             for sink in presence.sinks(of: viewerKey) { sink.close(.normal, reason: "share link ended") }
         }
+    }
+
+    /// The reply, with `position` read now if the rule asked for it (see `Outcome.replyPositionOf`).
+    private func replyAfterAudience(_ outcome: Outcome) -> [(String, JSONValue)] {
+        guard let owner = outcome.replyPositionOf else { return outcome.reply }
+        var reply = outcome.reply
+        let position = presence.lastPosition(owner)?.json ?? .null
+        if let index = reply.firstIndex(where: { $0.0 == "position" }) {
+            reply[index].1 = position
+        } else {
+            reply.append(("position", position))
+        }
+        return reply
     }
 
     private func applyAudience(_ outcome: Outcome) {

@@ -56,6 +56,7 @@ extension RelayState {
         outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
         outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
                                            position: presence.lastPosition(session.owner)).fields
+        outcome.replyPositionOf = session.owner
         return outcome
     }
 

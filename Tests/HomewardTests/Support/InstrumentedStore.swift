@@ -12,7 +12,8 @@ final class InstrumentedStore: RelayStore {
     private let store: any RelayStore
     private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
     /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
-    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
+    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>](),
+                                   watchers: [CheckedContinuation<Void, Never>]()))
 
     init(_ store: any RelayStore) { self.store = store }
 
@@ -41,10 +42,13 @@ final class InstrumentedStore: RelayStore {
 
     func apply(_ changes: [StoreChange]) async throws {
         await withCheckedContinuation { continuation in
-            let pass = writeGate.withLock { gate in
-                if gate.held { gate.waiting.append(continuation) }
-                return !gate.held
+            let (pass, watchers) = writeGate.withLock { gate in
+                guard gate.held else { return (true, [CheckedContinuation<Void, Never>]()) }
+                gate.waiting.append(continuation)
+                defer { gate.watchers.removeAll() }
+                return (false, gate.watchers)
             }
+            for watcher in watchers { watcher.resume() }
             if pass { continuation.resume() }
         }
         let fail = counts.withLock { counts -> Bool in
@@ -65,6 +69,17 @@ final class InstrumentedStore: RelayStore {
 
     func holdWrites() {
         writeGate.withLock { $0.held = true }
+    }
+
+    /// Returns once a write is waiting at the held gate (see `holdWrites`).
+    func writeIsHeld() async {
+        await withCheckedContinuation { continuation in
+            let now = writeGate.withLock { gate in
+                if gate.waiting.isEmpty { gate.watchers.append(continuation) }
+                return !gate.waiting.isEmpty
+            }
+            if now { continuation.resume() }
+        }
     }
 
     func releaseWrites() {
