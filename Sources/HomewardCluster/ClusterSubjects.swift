@@ -8,6 +8,17 @@ enum ClusterSubjects {
     /// The positions of one walker. A username may contain `.` (a NATS token separator) but never `~`,
     /// so `.` becomes `~` and every walker is one token.
     static func positions(of walker: String) -> String {
-        "hw.pos." + walker.replacingOccurrences(of: ".", with: "~")
+        "hw.pos." + token(walker)
     }
+
+    /// Requests for a walker's last position, answered by the relay they are connected to.
+    static let lastPositions = "hw.last.*"
+    static func lastPosition(of walker: String) -> String { "hw.last." + token(walker) }
+
+    /// The walker named by the last token of `subject`.
+    static func walker(in subject: String) -> String {
+        String(subject.split(separator: ".").last ?? "").replacingOccurrences(of: "~", with: ".")
+    }
+
+    private static func token(_ walker: String) -> String { walker.replacingOccurrences(of: ".", with: "~") }
 }

@@ -22,9 +22,12 @@ public final class NATSBus: RelayBus {
     private let outboxInput: AsyncStream<Outgoing>.Continuation
 
     enum Outgoing {
-        case interest(adding: Set<String>, removing: Set<String>)
+        /// Resumed once the server has the subscriptions (a PING round trip after them).
+        case interest(adding: Set<String>, removing: Set<String>, applied: CheckedContinuation<Void, Never>)
         case notice(ChangeNotice)
         case digest(PresenceDigest)
+        /// Resumed once the server has everything sent before (a PING round trip).
+        case flush(CheckedContinuation<Void, Never>)
     }
     /// The receiving tasks, and the one that sends the outbox.
     private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
@@ -52,6 +55,8 @@ public final class NATSBus: RelayBus {
     public func start(delivering receiver: any BusReceiver) async throws {
         let changes = try await client.subscribe(subject: ClusterSubjects.changes, overflow: .dropNewest)
         let presence = try await client.subscribe(subject: ClusterSubjects.presence)
+        let lastPositions = try await client.subscribe(subject: ClusterSubjects.lastPositions)
+        let client = self.client
         try await client.flush()
         let logger = self.logger
         let events = client.events
@@ -68,6 +73,14 @@ public final class NATSBus: RelayBus {
                     do { receiver.remotePresence(try ClusterCodec.decodeDigest(message.payload)) } catch {
                         logger.error("ignored a presence digest", metadata: ["error": "\(error)"])
                     }
+                }
+            },
+            Task {
+                for await message in lastPositions {
+                    guard let replyTo = message.replyTo,
+                          let answer = receiver.localLastPosition(of: ClusterSubjects.walker(in: message.subject)) else { continue }
+                    let payload = JSONWriter.encode(answer.map { .object($0.jsonMembers()) } ?? .null)
+                    client.publishDetached(subject: replyTo, payload: payload)
                 }
             },
             Task {
@@ -94,8 +107,19 @@ public final class NATSBus: RelayBus {
         client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: message.bytes)
     }
 
-    public func updateInterest(adding: Set<String>, removing: Set<String>) {
-        outboxInput.yield(.interest(adding: adding, removing: removing))
+    public func updateInterest(adding: Set<String>, removing: Set<String>) async {
+        await withCheckedContinuation { applied in
+            if case .terminated = outboxInput.yield(.interest(adding: adding, removing: removing, applied: applied)) {
+                applied.resume()
+            }
+        }
+    }
+
+    public func lastPosition(of walker: String) async -> Position? {
+        guard let reply = try? await client.request(subject: ClusterSubjects.lastPosition(of: walker), payload: ByteBuffer(),
+                                                    timeout: .milliseconds(250)),
+              let json = try? JSONParser.parse(reply.payload.readableBytesView), case .object = json else { return nil }
+        return try? Position(from: json, now: 0)
     }
 
     public func publishChanges(_ notice: ChangeNotice) {
@@ -104,6 +128,12 @@ public final class NATSBus: RelayBus {
 
     public func publishPresence(_ digest: PresenceDigest) {
         outboxInput.yield(.digest(digest))
+    }
+
+    public func flush() async {
+        await withCheckedContinuation { flushed in
+            if case .terminated = outboxInput.yield(.flush(flushed)) { flushed.resume() }
+        }
     }
 
     /// Sends what is in the outbox (the relay's last digest), then closes the connection.
@@ -121,6 +151,7 @@ public final class NATSBus: RelayBus {
         var subscriptions: [String: (subscription: NATSSubscription, task: Task<Void, Never>)] = [:]
         for await outgoing in outbox {
             let change: (adding: Set<String>, removing: Set<String>)
+            let applied: CheckedContinuation<Void, Never>
             switch outgoing {
             case .notice(let notice):
                 client.publishDetached(subject: ClusterSubjects.changes, payload: ClusterCodec.encode(notice))
@@ -128,8 +159,13 @@ public final class NATSBus: RelayBus {
             case .digest(let digest):
                 client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(digest))
                 continue
-            case .interest(let adding, let removing):
+            case .flush(let flushed):
+                try? await client.flush(timeout: .seconds(1))
+                flushed.resume()
+                continue
+            case .interest(let adding, let removing, let continuation):
                 change = (adding, removing)
+                applied = continuation
             }
             for walker in change.removing {
                 guard let subscribed = subscriptions.removeValue(forKey: walker) else { continue }
@@ -151,6 +187,9 @@ public final class NATSBus: RelayBus {
                     logger.error("could not subscribe to a walker's positions", metadata: ["walker": "\(walker)", "error": "\(error)"])
                 }
             }
+            // While disconnected this fails at once: the subscriptions are sent on reconnecting.
+            if !change.adding.isEmpty { try? await client.flush(timeout: .seconds(1)) }
+            applied.resume()
         }
         for subscribed in subscriptions.values { subscribed.task.cancel() }
     }

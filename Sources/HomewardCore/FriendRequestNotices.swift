@@ -27,6 +27,11 @@ struct FriendRequestNotices: Sendable {
         return true
     }
 
+    /// Forgets every pair `keep` refuses (after a reload: pairs that became friends on another relay).
+    mutating func filter(_ keep: (_ from: String, _ to: String) -> Bool) {
+        lastNotified = lastNotified.filter { keep($0.key.from, $0.key.to) }
+    }
+
     /// Forgets both directions between `a` and `b`: they became friends.
     mutating func forget(_ a: String, _ b: String) {
         lastNotified[Pair(from: a, to: b)] = nil

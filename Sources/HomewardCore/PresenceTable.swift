@@ -22,6 +22,10 @@ public final class PresenceTable: PresenceView, Sendable {
         var lastPosition: Position?
         /// Users who receive this user's positions.
         var audience: Set<String> = []
+        /// Whether this user owns an active session or alarm: on a shared bus their positions are
+        /// published even before anyone accepted, since another relay may already have an observer
+        /// whose accept this relay has not heard of yet.
+        var owner = false
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []
         /// Users whose audience includes this user: their `audienceSinks` change with this user's connections.
@@ -35,7 +39,7 @@ public final class PresenceTable: PresenceView, Sendable {
         public var sinks: [any ClientSink] = []
         /// The session whose destination the position fell inside.
         public var arrived: String?
-        /// Whether anyone (here or on another relay) receives the sender's positions.
+        /// Whether anyone (here or on another relay) may receive the sender's positions.
         public var hasAudience = false
     }
 
@@ -130,6 +134,10 @@ public final class PresenceTable: PresenceView, Sendable {
         refreshAudienceSinks(of: username)
     }
 
+    public func setOwner(_ username: String, _ owner: Bool) {
+        withEntry(username) { $0.owner = owner }
+    }
+
     public func setDestination(of username: String, to destination: (sessionId: String, destination: Destination)?) {
         withEntry(username) { $0.destination = destination }
     }
@@ -220,7 +228,7 @@ public final class PresenceTable: PresenceView, Sendable {
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
         entry.lastPosition = position
         entry.lastSeen = now
-        var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: !entry.audience.isEmpty)
+        var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
         if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }

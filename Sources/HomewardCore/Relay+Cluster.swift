@@ -27,6 +27,11 @@ extension Relay: BusReceiver {
         submit(.remotePresence(digest))
     }
 
+    public nonisolated func localLastPosition(of walker: String) -> Position?? {
+        guard presence.connectionCount(of: walker) > 0 else { return nil }
+        return .some(presence.lastPosition(walker))
+    }
+
     public nonisolated func busDisconnected() {
         submit(.busLost)
     }
@@ -60,12 +65,9 @@ extension Relay: BusReceiver {
 
     /// After every command: tells the other relays what it stored and sent, and the bus which walkers'
     /// positions this relay now needs.
-    func afterCommand() {
+    func afterCommand() async {
         // Interest first: the bus subscribes before the notice that makes a walker's relay publish to us.
-        let interest = presence.takeInterestChanges()
-        if !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped {
-            bus.updateInterest(adding: interest.added, removing: interest.removed)
-        }
+        await syncInterest()
         // A revoked token signs nobody in any more: its connections (here and, through the notice,
         // elsewhere) close; the one that sent `logout` was signed out before and stays.
         if !revokedTokens.isEmpty {
@@ -82,6 +84,23 @@ extension Relay: BusReceiver {
         }
     }
 
+    /// Subscribes to the walkers this relay's connections started receiving (and drops those nobody here
+    /// receives any more), waiting until the bus has the subscriptions: called before a reply that lets a
+    /// client expect positions (an accept, a watch, a sign-in), so the walker's next position is not lost.
+    /// Before a reply that shows `walker`'s last position (an accept, a watch): when they are connected to
+    /// another relay only, asks that relay (this relay's copy comes with its digest, up to a second late).
+    func fetchLastPosition(of walker: String?) async {
+        guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
+              let position = await bus.lastPosition(of: walker) else { return }
+        presence.setRemotePosition(position, of: walker)
+    }
+
+    func syncInterest() async {
+        let interest = presence.takeInterestChanges()
+        guard !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped else { return }
+        await bus.updateInterest(adding: interest.added, removing: interest.removed)
+    }
+
     func addToNotice(_ events: [(to: String, message: JSONValue)]) {
         for event in events {
             if let last = notice.events.indices.last, notice.events[last].message == event.message {
@@ -95,8 +114,14 @@ extension Relay: BusReceiver {
     /// Reloads the cache from the store, then delivers the notices' events to this relay's connections.
     func refreshFromStore(then notices: [ChangeNotice]) async {
         await reloadFromStore(afterRemoteChange: true)
+        // An event may let a client here expect positions (an alarm it receives): subscribed first.
+        await syncInterest()
         for notice in notices {
             for event in notice.events {
+                // Friends now, even if they parted again before this reload: the pair's cooldown ends.
+                if event.message["type"] == "friend.added", let friend = event.message["user"]?["username"]?.stringValue {
+                    for username in event.recipients { state.forgetRequestNotices(username, friend) }
+                }
                 let message = EncodedMessage(event.message)
                 for username in event.recipients where !alreadyCaughtUp(username, with: event.message) {
                     deliver(message, to: username)
@@ -132,6 +157,7 @@ extension Relay: BusReceiver {
         caughtUp = [:]
         caughtUpAt = clock()
         await reloadFromStore(afterRemoteChange: true)
+        await syncInterest()
         let now = clock()
         var delivered: [StoreChange] = []
         for username in presence.localUsers() {
@@ -226,6 +252,16 @@ extension Relay: BusReceiver {
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.changeDelay))) {
             [weak self] in self?.submit(.presenceChange)
         }
+    }
+
+    /// A user's first connection here: the other relays hear of it before the sign-in is answered, so
+    /// that what the client does next on another relay (its other device logs out there) finds them online.
+    func tellOtherRelaysOnline(_ username: String) async {
+        guard busIsShared, !busStopped else { return }
+        recentlyOffline[username] = nil
+        recentlyOnline.insert(username)
+        sendChangeDigest()
+        await bus.flush()
     }
 
     /// Only who came and went since the last digest.

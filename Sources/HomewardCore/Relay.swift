@@ -278,7 +278,7 @@ public actor Relay {
             return nil
         }) {
             await handle(command)
-            afterCommand()
+            await afterCommand()
         }
     }
 
@@ -378,7 +378,7 @@ public actor Relay {
             }
         case .watch(let token):
             guard auth == nil else { return done(.failure(.forbidden("a signed-in connection cannot watch; open another"))) }
-            watch(token: token, peer: peer, sink: sink, done: done)
+            await watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             await serveSignedIn(request, auth: auth, sink: sink, done: done)
@@ -471,6 +471,8 @@ public actor Relay {
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
         signedInTokens.remember(auth.tokenHash, sink)
+        await syncInterest()
+        if first { await tellOtherRelaysOnline(auth.username) }
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
@@ -480,8 +482,6 @@ public actor Relay {
         // Meeting points and messages that waited: stored as delivered before they go out.
         await complete(state.deliverQueued(to: auth.username, now: now))
         if first {
-            recentlyOffline[auth.username] = nil
-            presenceChanged(auth.username, online: true)
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete(state.ownerCameBack(auth.username))
         }
@@ -491,18 +491,21 @@ public actor Relay {
     /// A share link's viewer (protocol 1.1): checks the token, attaches the connection under the link's
     /// viewer key (so the owner's positions reach it by the usual fan-out), replies, then sends what is
     /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
-    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) {
+    private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) async {
         let now = clock()
         guard !watchFailures.isBlocked(peer, now: now) else {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
+        let hash = Token.hash(token)
+        await fetchLastPosition(of: state.sharesByHash[hash].flatMap { state.shares[$0]?.owner })
         do throws(RelayError) {
-            let (share, reply) = try state.watch(tokenHash: Token.hash(token), now: now, presence: presence)
+            let (share, reply) = try state.watch(tokenHash: hash, now: now, presence: presence)
             // A valid token: not a failure to count, even when there is no room.
             guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
                 return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
             }
             presence.attachViewer(share.viewerKey, sink)
+            await syncInterest()
             done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
         } catch {
@@ -579,7 +582,9 @@ public actor Relay {
             case .sessionStart(let options): outcome = try state.startSession(user, options, now: now)
             case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
             case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)
-            case .sessionAccept(let id): outcome = try state.acceptSession(user, id, presence: presence)
+            case .sessionAccept(let id):
+                await fetchLastPosition(of: state.sessions[id]?.owner)
+                outcome = try state.acceptSession(user, id, presence: presence)
             case .sessionDecline(let id): outcome = try state.declineSession(user, id)
             case .sessionLeave(let id): outcome = try state.leaveSession(user, id)
             case .sessionEnd(let id): outcome = try state.endSession(user, id, now: now)
@@ -615,6 +620,7 @@ public actor Relay {
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
+            await syncInterest()
             done(.success(RelayReply(replyAfterAudience(outcome), auth: authChange)))
             deliverEvents(outcome)
         } catch {
@@ -691,6 +697,7 @@ public actor Relay {
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
+            presence.setOwner(owner, state.isOwner(owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }
@@ -743,7 +750,9 @@ public actor Relay {
 
     /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
     /// so the durable part is read back from storage (what is on disk is the truth) while what is not
-    /// stored (the safety settings, which owners are offline) is kept.
+    /// stored (the safety settings, which owners are offline) is kept: as the very next operation, not
+    /// before this one answers, so that a request that failed because the database is down fails
+    /// within one storage timeout, not two. Until then the state counts as unstored (`stateIsStored`).
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
@@ -753,8 +762,13 @@ public actor Relay {
             state.noteOwnWrite(count)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
-            // Already marked unstored: no need to pay another read-back timeout before the interval.
-            if !unstored || clock() - lastReadBack >= Self.readBackInterval { await reloadFromStore() }
+            // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).
+            if !unstored {
+                unstored = true
+                lastReadBack = .min / 2
+                // The read-back, right after this operation (also when no request comes: timers wait for it).
+                submit(.fireDue(then: nil))
+            }
             throw .storage("\(error)")
         }
     }

@@ -17,10 +17,15 @@ public protocol RelayBus: Sendable {
     /// Sends `message` (a `pos` event) to the relays that receive `walker`'s positions. Called on the
     /// walker's event loop: must not block or suspend, and must keep the order of calls from one thread.
     func publishPosition(_ message: EncodedMessage, of walker: String)
-    /// Walkers whose positions this relay now needs (a local connection receives them) or no longer needs.
-    func updateInterest(adding: Set<String>, removing: Set<String>)
+    /// Walkers whose positions this relay now needs (a local connection receives them) or no longer needs;
+    /// returns once the bus has the change (or cannot have it now: it is then made on reconnecting).
+    func updateInterest(adding: Set<String>, removing: Set<String>) async
+    /// The last position of `walker` from the relay they are connected to (nil when none answers soon).
+    func lastPosition(of walker: String) async -> Position?
     func publishChanges(_ notice: ChangeNotice)
     func publishPresence(_ digest: PresenceDigest)
+    /// Returns once the bus has everything published before (or cannot have it now).
+    func flush() async
     /// Stops delivering and closes the connection to the bus.
     func stop() async
 }
@@ -30,6 +35,9 @@ public protocol BusReceiver: AnyObject, Sendable {
     func remotePosition(_ message: EncodedMessage, of walker: String)
     func remoteChanges(_ notice: ChangeNotice)
     func remotePresence(_ digest: PresenceDigest)
+    /// Answers another relay's `lastPosition(of:)`: nil when `walker` is not connected here (another
+    /// relay answers), else their last position here, if any.
+    func localLastPosition(of walker: String) -> Position??
     /// The connection to the bus was lost: messages sent meanwhile will be missed.
     func busDisconnected()
     /// The connection to the bus is back: refresh from the store what was missed.
@@ -100,8 +108,10 @@ public struct LocalBus: RelayBus {
     public var isShared: Bool { false }
     public func start(delivering receiver: any BusReceiver) async throws {}
     public func publishPosition(_ message: EncodedMessage, of walker: String) {}
-    public func updateInterest(adding: Set<String>, removing: Set<String>) {}
+    public func updateInterest(adding: Set<String>, removing: Set<String>) async {}
+    public func lastPosition(of walker: String) async -> Position? { nil }
     public func publishChanges(_ notice: ChangeNotice) {}
     public func publishPresence(_ digest: PresenceDigest) {}
+    public func flush() async {}
     public func stop() async {}
 }

@@ -91,6 +91,11 @@ public struct RelayState: Sendable {
 
     /// This relay's own write took change count `count`: when it directly follows the loaded count, no
     /// other relay wrote in between and the cache is still whole.
+    /// `a` and `b` became friends on another relay (a `friend.added` in its notice).
+    mutating func forgetRequestNotices(_ a: String, _ b: String) {
+        requestNotices.forget(a, b)
+    }
+
     mutating func noteOwnWrite(_ count: Int64?) {
         guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
         loadedChangeCount = count
@@ -110,7 +115,12 @@ public struct RelayState: Sendable {
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
         fresh.messageSends = messageSends
-        if afterRemoteChange { fresh.requestNotices = requestNotices }
+        if afterRemoteChange {
+            // Another relay's accept clears a pair as this relay's own would (see `FriendRequestNotices`).
+            var notices = requestNotices
+            notices.filter { !fresh.areFriends($0, $1) }
+            fresh.requestNotices = notices
+        }
         return fresh
     }
 
@@ -120,6 +130,11 @@ public struct RelayState: Sendable {
     /// standing shares.
     public var owners: Set<String> {
         Set(sessionByOwner.keys).union(alarmsByOwner.filter { !$0.value.isEmpty }.keys).union(standing.keys)
+    }
+
+    /// Whether `username` owns an active session, alarm or standing share (one of `owners`).
+    public func isOwner(_ username: String) -> Bool {
+        sessionByOwner[username] != nil || !(alarmsByOwner[username]?.isEmpty ?? true) || standing[username] != nil
     }
 
     public func profile(_ username: String) -> UserProfile {

@@ -79,6 +79,10 @@ final class ClusterEndToEndTests: ClusterTestCase {
         let alarmID = try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue)
         let alarm = try await bob.client.event("alarm")
         XCTAssertEqual(alarm["alarm"]?["alarmId"], .string(alarmID))
+        // A recipient receives the owner's positions from the moment it hears of the alarm.
+        try await alice.client.send(position(1))
+        let followed = try await bob.client.event("pos", timeout: 2)
+        XCTAssertEqual(followed["from"], .string(alice.username))
         try await bob.client.ok("alarm.ack", ["alarmId": .string(alarmID)])
         try await alice.client.event("alarm.acked", where: { $0["by"] == .string(bob.username) })
 

@@ -22,11 +22,13 @@ final class RecordingBus: RelayBus {
     func publishPosition(_ message: EncodedMessage, of walker: String) {
         log.withLock { $0.append(.position(from: walker, text: String(buffer: message.bytes))) }
     }
-    func updateInterest(adding: Set<String>, removing: Set<String>) {
+    func updateInterest(adding: Set<String>, removing: Set<String>) async {
         log.withLock { $0.append(.interest(adding: adding, removing: removing)) }
     }
     func publishChanges(_ notice: ChangeNotice) { log.withLock { $0.append(.notice(notice)) } }
+    func lastPosition(of walker: String) async -> Position? { nil }
     func publishPresence(_ digest: PresenceDigest) { log.withLock { $0.append(.digest(digest)) } }
+    func flush() async {}
     func stop() async {}
 
     var positions: [String] { calls.compactMap { if case .position(_, let text) = $0 { text } else { nil } } }

@@ -146,7 +146,9 @@ final class SignInRaceTests: XCTestCase {
         try await channel.close()
         store.releaseWrites()
         await relay.drain()  // the relay signs alice in and answers a connection that is gone
-        XCTAssertEqual(store.commits, 1, "the sign-in went through")
+        // The sign-in's commit; the last-seen time of alice going away may be stored as well, in its
+        // own turn of the relay, before or after this line: so at least one.
+        XCTAssertGreaterThanOrEqual(store.commits, 1, "the sign-in went through")
         await channel.testingEventLoop.run()
         await relay.drain()
         XCTAssertFalse(relay.presence.isOnline("alice"), "a closed connection must not keep alice online")
