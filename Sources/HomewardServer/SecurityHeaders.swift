@@ -1,7 +1,7 @@
 import NIOHTTP1
 
 /// Headers every HTTP answer of the relay carries, pages or not: the page may run only the relay's own
-/// scripts, talk only to the relay, show images only from the relay and the configured tile server,
+/// scripts (and service worker), talk only to the relay, show images only from the relay and the configured tile server,
 /// never be framed, and never leak its address in a Referer.
 struct SecurityHeaders: Sendable {
     /// Image sources besides the relay itself: the tile server when one is configured, else none.
@@ -27,7 +27,7 @@ struct SecurityHeaders: Sendable {
         if let tileSource { images += " data: \(tileSource)" }
         return [
             "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src \(images)",
-            "connect-src \(connect)", "font-src 'self'", "manifest-src 'self'", "media-src 'self'",
+            "connect-src \(connect)", "worker-src 'self'", "font-src 'self'", "manifest-src 'self'", "media-src 'self'",
             "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
         ].joined(separator: "; ")
     }

@@ -19,6 +19,7 @@ public struct WebAssets: Sendable {
 
     public static let staticPrefix = "/static/"
     public static let leafletPrefix = "/vendor/leaflet/"
+    public static let serviceWorkerPath = "/sw.js"
     /// A misconfigured root (`--web-root /`) must not read the whole disk into memory.
     static let maxTotalBytes = 32 * 1024 * 1024
     static let maxFiles = 2000
@@ -30,8 +31,10 @@ public struct WebAssets: Sendable {
         for (path, (type, text)) in entries { add(path, Array(text.utf8), contentType: type) }
     }
 
-    /// Reads the app from `webRoot` (`index.html` at `/`, `f.html` at `/f`, `static/` at `/static/`) and
-    /// Leaflet from `leafletDirectory` at `/vendor/leaflet/`. A missing Leaflet directory is not an error.
+    /// Reads the app from `webRoot` (`index.html` at `/`, `f.html` at `/f`, `static/` at `/static/`, and
+    /// the service worker `sw.js` at `/sw.js` when there is one: served from the root, its scope is the
+    /// whole app) and Leaflet from `leafletDirectory` at `/vendor/leaflet/`. A missing Leaflet directory
+    /// is not an error.
     public static func load(webRoot: String, leafletDirectory: String?) throws(WebAssetsError) -> WebAssets {
         var assets = WebAssets()
         var budget = Budget()
@@ -41,6 +44,10 @@ public struct WebAssets: Sendable {
             guard let data = FileManager.default.contents(atPath: url.path) else { throw .missingPage(url.path) }
             try budget.take(data.count, root: webRoot)
             assets.add(route, Array(data), contentType: "text/html; charset=utf-8")
+        }
+        if let worker = FileManager.default.contents(atPath: root.appendingPathComponent("sw.js").path) {
+            try budget.take(worker.count, root: webRoot)
+            assets.add(serviceWorkerPath, Array(worker), contentType: "text/javascript; charset=utf-8")
         }
         try assets.addTree(root.appendingPathComponent("static"), at: staticPrefix, budget: &budget)
         if let leafletDirectory, FileManager.default.fileExists(atPath: leafletDirectory + "/leaflet.js") {

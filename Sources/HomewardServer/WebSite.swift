@@ -16,7 +16,8 @@ struct HTTPAnswer {
     }
 }
 
-/// The web app's routes: `/` and `/f` (the pages), `/static/...` (the app's scripts and styles),
+/// The web app's routes: `/` and `/f` (the pages), `/sw.js` (its service worker, at the root so that
+/// its scope is the whole app), `/static/...` (the app's scripts and styles),
 /// `/vendor/leaflet/...` (Debian's Leaflet) and `/v1/web-config` (what the page needs to draw its map).
 /// A value with no I/O: `HTTPHandler` asks it for an answer; unit tests do the same.
 struct WebSite: Sendable {

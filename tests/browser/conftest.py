@@ -7,7 +7,11 @@ loaded here under its own module name so that both suites share one copy of that
 The browser is Debian's Chromium (/usr/lib/chromium/chromium, or HOMEWARD_CHROMIUM); Playwright
 never downloads one. The relay's development certificate is not in the browser's trust store, so
 each context is opened with `ignore_https_errors=True`; everything else (TLS, WebSocket, CSP) is the
-real thing.
+real thing. A service worker's script is fetched past that setting, so the service worker tests open
+their browser with `browser_for(relay, trust_relay=True)`: Chromium then accepts exactly the relay's
+certificate keys (`--ignore-certificate-errors-spki-list`, the SHA-256 of the dev CA's and server
+certificate's public keys). The other tests keep the untrusted certificate, with which Chromium
+caches nothing (a cached answer would lose its Strict-Transport-Security header, which they check).
 
 Every page records each request it makes; `Browser.assert_stayed_local()` fails a test whose page
 asked anything of a host other than the relay (no tile server is configured here, so a request to
@@ -18,9 +22,12 @@ anyone else would leak whom the user follows).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -92,9 +99,10 @@ def hw(web_relay):
 class Browser:
     """One Chromium with its contexts (one per simulated person); records every request."""
 
-    def __init__(self, playwright, relay):
+    def __init__(self, playwright, relay, trust_relay: bool = False):
         self.playwright = playwright
         self.relay = relay
+        self.trust_relay = trust_relay
         self.browser = None
         self.requests: list[str] = []
         self.problems: list[str] = []  # page errors and CSP violations
@@ -106,15 +114,18 @@ class Browser:
     async def start(self):
         if not Path(CHROMIUM).exists():
             pytest.fail(f"{CHROMIUM} not found: apt-get install chromium (never `playwright install`)", pytrace=False)
-        self.browser = await self.playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        args = ["--no-sandbox", "--disable-dev-shm-usage"]
+        if self.trust_relay and (spki := relay_key_hashes(self.relay)):
+            args.append("--ignore-certificate-errors-spki-list=" + ",".join(spki))
+        self.browser = await self.playwright.chromium.launch(executable_path=CHROMIUM, args=args)
         return self
 
-    async def page(self, *, geolocation: dict | None = None):
-        """A new person: their own context (storage), at phone size."""
+    async def page(self, *, geolocation: dict | None = None, notifications: bool = False):
+        """A new person: their own context (storage), at phone size; `notifications` grants that permission."""
+        permissions = (["geolocation"] if geolocation else []) + (["notifications"] if notifications else [])
         context = await self.browser.new_context(
             ignore_https_errors=True, viewport=PHONE, device_scale_factor=1, locale="en-GB", timezone_id="Europe/Stockholm",
-            geolocation=geolocation, permissions=["geolocation"] if geolocation else [])
+            geolocation=geolocation, permissions=permissions)
         context.on("request", lambda request: self.requests.append(request.url))
         page = await context.new_page()
         page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
@@ -137,14 +148,28 @@ class Browser:
             await self.browser.close()
 
 
+def relay_key_hashes(relay) -> list[str]:
+    """base64(SHA-256(SubjectPublicKeyInfo)) of the relay's development certificates (openssl does the DER)."""
+    hashes = []
+    for pem in ("server.pem", "dev-ca.pem"):
+        path = relay.data_dir / "certs" / pem
+        if not path.exists():
+            continue
+        key = subprocess.run(["openssl", "x509", "-in", str(path), "-pubkey", "-noout"], capture_output=True, check=True).stdout
+        der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=key, capture_output=True, check=True).stdout
+        hashes.append(base64.b64encode(hashlib.sha256(der).digest()).decode())
+    return hashes
+
+
 @contextlib.asynccontextmanager
-async def browser_for(relay, tile_host: str | None = None):
+async def browser_for(relay, tile_host: str | None = None, trust_relay: bool = False):
     """A Chromium for one test; at the end, no page error, no CSP violation, no request off loopback
-    (but to `tile_host`, whose requests the test answers itself: nothing leaves the machine)."""
+    (but to `tile_host`, whose requests the test answers itself: nothing leaves the machine).
+    `trust_relay`: the relay's certificate is trusted, as service workers need."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
-        browser = await Browser(playwright, relay).start()
+        browser = await Browser(playwright, relay, trust_relay).start()
         try:
             yield browser
             browser.assert_stayed_local({tile_host} if tile_host else set())

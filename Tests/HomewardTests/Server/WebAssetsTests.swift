@@ -54,6 +54,21 @@ final class WebAssetsTests: XCTestCase {
         XCTAssertEqual(assets.files["/vendor/leaflet/images/marker.png"]?.contentType, "image/png")
     }
 
+    func testTheServiceWorkerIsServedFromTheRootOnlyWhenTheWebRootHasOne() throws {
+        try write("app/index.html", "i")
+        try write("app/f.html", "f")
+        let app = directory.appendingPathComponent("app").path
+        XCTAssertNil(try WebAssets.load(webRoot: app, leafletDirectory: nil).files["/sw.js"])
+        try write("app/sw.js", "self.addEventListener('push', () => {});")
+        let worker = try XCTUnwrap(try WebAssets.load(webRoot: app, leafletDirectory: nil).files["/sw.js"])
+        XCTAssertEqual(worker.contentType, "text/javascript; charset=utf-8")
+        XCTAssertEqual(String(buffer: worker.body), "self.addEventListener('push', () => {});")
+        // The checkout's app has one, and the policy lets only the relay's own scripts be workers.
+        let root = try XCTUnwrap(WebConfiguration.defaultWebRoot(executablePath: nil), "web/ of the checkout")
+        XCTAssertNotNil(try WebAssets.load(webRoot: root, leafletDirectory: nil).files["/sw.js"])
+        XCTAssertTrue(SecurityHeaders(tileSource: nil).contentSecurityPolicy(host: nil).contains("worker-src 'self';"))
+    }
+
     func testAMissingLeafletDirectoryMeansTheOwnMap() throws {
         try write("app/index.html", "i")
         try write("app/f.html", "f")

@@ -12,6 +12,7 @@ import { renderHome } from './home-view.js';
 import { renderWalk } from './walk-view.js';
 import { renderWalker, WalkerMode } from './walker-view.js';
 import { AlarmOverlay } from './alarm-view.js';
+import { AlarmNotifications } from './alarm-notifications.js';
 
 const TOKEN_KEY = 'homeward.token';
 
@@ -30,11 +31,18 @@ const socket = new RelaySocket({ onOpen: authenticate });
 const app = {
   state, socket,
   mapSupport: loadMapSupport(),
-  show, notify, signedIn, signOut, reportError,
+  show, notify, signedIn, signOut, reportError, openAlarm,
   walker: null,
 };
 app.walker = new WalkerMode(app);
 app.alarms = new AlarmOverlay(app, overlayLayer);
+app.notifications = new AlarmNotifications(app);
+
+// A notification's click opens `/#alarm=ID` (no window open) or sends the id to this window: the
+// alarm view opens as soon as that alarm is known (it arrives after sign-in with the backlog).
+let alarmToOpen = null;
+openAlarm(new URLSearchParams(location.hash.slice(1)).get('alarm'));
+state.addEventListener('changed', (event) => { if (event.detail === 'alarms') openWantedAlarm(); });
 
 socket.addEventListener('state', showConnection);
 socket.addEventListener('message', (event) => handleEvent(event.detail));
@@ -70,7 +78,9 @@ async function signedIn(reply) {
   if (!sameUser) state.reset();
   state.me = reply.user;
   state.features = reply.features || [];
+  state.vapidPublicKey = reply.vapidPublicKey || null;
   authenticated = true;
+  app.notifications.refresh();
   const [friends, sessions] = await Promise.all([socket.request('friend.list'), socket.request('session.list')]);
   state.setFriendList(friends);
   state.setSessionList(sessions);
@@ -80,6 +90,7 @@ async function signedIn(reply) {
 }
 
 async function signOut() {
+  if (app.notifications.status === 'on') await app.notifications.turnOff();
   try {
     await socket.request('logout');
   } catch {
@@ -90,6 +101,20 @@ async function signOut() {
   state.reset();
   authenticated = false;
   show({ name: 'sign-in' });
+}
+
+function openAlarm(alarmId) {
+  if (!alarmId) return;
+  alarmToOpen = alarmId;
+  openWantedAlarm();
+}
+
+function openWantedAlarm() {
+  if (!alarmToOpen || !state.alarms.has(alarmToOpen)) return;
+  const alarmId = alarmToOpen;
+  alarmToOpen = null;
+  if (location.hash) history.replaceState(null, '', location.pathname);
+  app.alarms.open(alarmId);
 }
 
 function show(next) {

@@ -4,6 +4,16 @@
 import { h, mount, formValues, agoText } from './dom.js';
 import { displayName } from './format.js';
 
+/** What the alarm-notifications card says in each state, and its button (none: nothing to do here). */
+const NOTIFICATION_STATES = {
+  on: ['On: alarms reach this browser even when Homeward is closed', 'Turn off'],
+  off: ['Off: alarms reach you only while this page is open', 'Turn on'],
+  working: ['One moment…', 'Turn on'],
+  blocked: ['Blocked: allow notifications for this site in the browser’s settings', null],
+  unsupported: ['Unsupported here', null],
+  failed: ['Could not turn them on', 'Try again'],
+};
+
 export function renderHome(app, main) {
   const { state, socket } = app;
   const alarms = h('section', { id: 'alarms-list' });
@@ -12,6 +22,7 @@ export function renderHome(app, main) {
   const own = h('section', { id: 'own-walk' });
   const requests = h('section', { id: 'requests' });
   const friends = h('section', { id: 'friends' });
+  const notifications = h('section', { class: 'card', id: 'alarm-notifications' });
   const addForm = h('form', { class: 'inline', id: 'add-friend', onsubmit: addFriend },
     h('input', { name: 'username', placeholder: 'Add a friend by username', 'aria-label': 'username to add', autocapitalize: 'none', required: true }),
     h('button', { type: 'submit' }, 'Ask'));
@@ -20,9 +31,21 @@ export function renderHome(app, main) {
     h('header', { class: 'top' }, h('h1', {}, 'Homeward'),
       h('button', { type: 'button', class: 'link', id: 'sign-out', onclick: () => app.signOut() }, 'Sign out')),
     alarms, own, walks, invites, requests,
-    h('h2', {}, 'Friends'), friends, addForm);
+    h('h2', {}, 'Friends'), friends, addForm, notifications);
 
   const act = (promise) => promise.catch((error) => app.reportError(error));
+
+  function drawNotifications() {
+    const control = app.notifications;
+    const [text, button] = NOTIFICATION_STATES[control.status] || NOTIFICATION_STATES.failed;
+    notifications.dataset.state = control.status;
+    mount(notifications, h('h2', {}, 'Alarm notifications'),
+      h('p', { class: 'muted', id: 'alarm-notifications-text' }, text, control.detail ? `: ${control.detail}` : ''),
+      button ? h('button', {
+        type: 'button', id: 'alarm-notifications-button', disabled: control.status === 'working',
+        onclick: () => (control.status === 'on' ? control.turnOff() : control.turnOn()),
+      }, button) : null);
+  }
 
   function draw() {
     const activeAlarms = [...state.alarms.values()].filter((a) => a.from.username !== state.me?.username);
@@ -102,6 +125,11 @@ export function renderHome(app, main) {
 
   const onChange = () => draw();
   state.addEventListener('changed', onChange);
+  app.notifications.addEventListener('changed', drawNotifications);
   draw();
-  return () => state.removeEventListener('changed', onChange);
+  drawNotifications();
+  return () => {
+    state.removeEventListener('changed', onChange);
+    app.notifications.removeEventListener('changed', drawNotifications);
+  };
 }

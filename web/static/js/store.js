@@ -10,6 +10,7 @@ export class AppState extends EventTarget {
   reset() {
     this.me = null;
     this.features = [];
+    this.vapidPublicKey = null; // the relay's Web Push key (protocol 1.1), from the sign-in reply
     this.friends = new Map(); // username -> {username, name, online, lastSeen}
     this.incoming = [];
     this.outgoing = [];
