@@ -603,7 +603,10 @@ public actor Relay {
             case .shareList: outcome = state.listShares(user, now: now)
             case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
             case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
-            case .friendLocation(let friend): outcome = try state.friendLocation(user, friend, presence: presence, now: now)
+            case .friendLocation(let friend):
+                // Their last position lives on their relay when they are connected to another one.
+                if state.standing[friend]?.contains(user) == true { await fetchLastPosition(of: friend) }
+                outcome = try state.friendLocation(user, friend, presence: presence, now: now)
             case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
             case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
             case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
