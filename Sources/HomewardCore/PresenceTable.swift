@@ -22,9 +22,10 @@ public final class PresenceTable: PresenceView, Sendable {
         var lastPosition: Position?
         /// Users who receive this user's positions.
         var audience: Set<String> = []
-        /// Whether this user owns an active session or alarm: on a shared bus their positions are
-        /// published even before anyone accepted, since another relay may already have an observer
-        /// whose accept this relay has not heard of yet.
+        /// Whether this user owns an active session, alarm or standing share and has not paused for
+        /// everyone (`RelayState.mayBeReceived`): on a shared bus their positions are published even
+        /// before anyone accepted, since another relay may already have an observer whose accept this
+        /// relay has not heard of yet.
         var owner = false
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []

@@ -700,7 +700,7 @@ public actor Relay {
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
-            presence.setOwner(owner, state.isOwner(owner))
+            presence.setOwner(owner, state.mayBeReceived(owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }
