@@ -17,6 +17,14 @@ extension Relay: BusReceiver {
         for sink in presence.remoteAudience(of: walker) { sink.send(message) }
     }
 
+    /// A position of a walker with pauses: their relay named who may get it (this relay may not have
+    /// applied a pause yet). A lookup per member: only positions of walkers with pauses take it.
+    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, onlyTo audience: [String]) {
+        for member in audience {
+            for sink in presence.sinks(of: member) { sink.send(message) }
+        }
+    }
+
     public nonisolated func remoteChanges(_ notice: ChangeNotice) {
         guard notice.node != node else { return }
         submitRefresh(notice)

@@ -173,7 +173,11 @@ public actor Relay {
         if !fanout.sinks.isEmpty || remote {
             let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
-            if remote { bus.publishPosition(message, of: username) }
+            if remote, let audience = fanout.restrictedTo {
+                bus.publishPosition(message, of: username, onlyTo: audience)
+            } else if remote {
+                bus.publishPosition(message, of: username)
+            }
         }
         if let session = fanout.arrived { submit(.arrive(session)) }
         return fanout.sinks.count
@@ -700,7 +704,7 @@ public actor Relay {
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
-            presence.setOwner(owner, state.mayBeReceived(owner))
+            presence.setOwner(owner, state.mayBeReceived(owner), restricted: state.hasPauses(owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }
