@@ -65,6 +65,26 @@ enum ClusterCodec {
         return digest
     }
 
+    /// A position for some only (`hw.pos.<walker>` of a walker with pauses): the audience as a JSON array of
+    /// names, a newline, then the `pos` event's text. A plain position is the event's text alone (an object).
+    static func encode(_ message: EncodedMessage, onlyTo audience: Set<String>) -> ByteBuffer {
+        var payload = JSONWriter.encode(.strings(audience.sorted()))
+        payload.writeInteger(UInt8(ascii: "\n"))
+        var text = message.bytes
+        payload.writeBuffer(&text)
+        return payload
+    }
+
+    /// The audience and the event's text of a position for some only; nil for a plain position.
+    static func restrictedPosition(_ payload: ByteBuffer) -> (audience: [String], text: ByteBuffer)? {
+        guard payload.readableBytesView.first == UInt8(ascii: "["),
+              let newline = payload.readableBytesView.firstIndex(of: UInt8(ascii: "\n")),
+              let head = payload.getSlice(at: payload.readerIndex, length: newline - payload.readerIndex),
+              case .array(let names)? = try? JSONParser.parse(head.readableBytesView),
+              let text = payload.getSlice(at: newline + 1, length: payload.writerIndex - newline - 1) else { return nil }
+        return (names.compactMap(\.stringValue), text)
+    }
+
     private static func parse(_ payload: ByteBuffer) throws -> JSONValue {
         do { return try JSONParser.parse(payload.readableBytesView) } catch {
             throw DecodingError.malformed("not JSON (\(error))")

@@ -107,6 +107,11 @@ public final class NATSBus: RelayBus {
         client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: message.bytes)
     }
 
+    /// The audience goes first, a JSON array of names and a newline, then the `pos` event's text.
+    public func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>) {
+        client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: ClusterCodec.encode(message, onlyTo: audience))
+    }
+
     public func updateInterest(adding: Set<String>, removing: Set<String>) async {
         await withCheckedContinuation { applied in
             if case .terminated = outboxInput.yield(.interest(adding: adding, removing: removing, applied: applied)) {
@@ -179,7 +184,12 @@ public final class NATSBus: RelayBus {
                                                                   bufferLimit: 1024, overflow: .dropOldest)
                     let task = Task {
                         for await message in subscription {
-                            receiver.remotePosition(EncodedMessage(jsonText: message.payload, type: "pos", positionFrom: walker), of: walker)
+                            if let (audience, text) = ClusterCodec.restrictedPosition(message.payload) {
+                                receiver.remotePosition(EncodedMessage(jsonText: text, type: "pos", positionFrom: walker), of: walker,
+                                                        onlyTo: audience)
+                            } else {
+                                receiver.remotePosition(EncodedMessage(jsonText: message.payload, type: "pos", positionFrom: walker), of: walker)
+                            }
                         }
                     }
                     subscriptions[walker] = (subscription, task)

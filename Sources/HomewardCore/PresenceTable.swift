@@ -22,10 +22,14 @@ public final class PresenceTable: PresenceView, Sendable {
         var lastPosition: Position?
         /// Users who receive this user's positions.
         var audience: Set<String> = []
-        /// Whether this user owns an active session or alarm: on a shared bus their positions are
-        /// published even before anyone accepted, since another relay may already have an observer
-        /// whose accept this relay has not heard of yet.
+        /// Whether this user owns an active session, alarm or standing share and has not paused for
+        /// everyone (`RelayState.mayBeReceived`): on a shared bus their positions are published even
+        /// before anyone accepted, since another relay may already have an observer whose accept this
+        /// relay has not heard of yet.
         var owner = false
+        /// Whether this user has pauses: on a shared bus their positions carry `audience`, since another
+        /// relay may not have applied a pause yet.
+        var restricted = false
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []
         /// Users whose audience includes this user: their `audienceSinks` change with this user's connections.
@@ -41,6 +45,8 @@ public final class PresenceTable: PresenceView, Sendable {
         public var arrived: String?
         /// Whether anyone (here or on another relay) may receive the sender's positions.
         public var hasAudience = false
+        /// For a sender with pauses: who alone may get the position (on any relay).
+        public var restrictedTo: Set<String>?
     }
 
     final class Shard: Sendable {
@@ -134,8 +140,11 @@ public final class PresenceTable: PresenceView, Sendable {
         refreshAudienceSinks(of: username)
     }
 
-    public func setOwner(_ username: String, _ owner: Bool) {
-        withEntry(username) { $0.owner = owner }
+    public func setOwner(_ username: String, _ owner: Bool, restricted: Bool = false) {
+        withEntry(username) { entry in
+            entry.owner = owner
+            entry.restricted = restricted
+        }
     }
 
     public func setDestination(of username: String, to destination: (sessionId: String, destination: Destination)?) {
@@ -229,6 +238,7 @@ public final class PresenceTable: PresenceView, Sendable {
         entry.lastPosition = position
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
+        if entry.restricted { fanout.restrictedTo = entry.audience }
         if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }

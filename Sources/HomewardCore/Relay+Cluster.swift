@@ -17,6 +17,14 @@ extension Relay: BusReceiver {
         for sink in presence.remoteAudience(of: walker) { sink.send(message) }
     }
 
+    /// A position of a walker with pauses: their relay named who may get it (this relay may not have
+    /// applied a pause yet). A lookup per member: only positions of walkers with pauses take it.
+    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, onlyTo audience: [String]) {
+        for member in audience {
+            for sink in presence.sinks(of: member) { sink.send(message) }
+        }
+    }
+
     public nonisolated func remoteChanges(_ notice: ChangeNotice) {
         guard notice.node != node else { return }
         submitRefresh(notice)
@@ -116,6 +124,7 @@ extension Relay: BusReceiver {
         await reloadFromStore(afterRemoteChange: true)
         // An event may let a client here expect positions (an alarm it receives): subscribed first.
         await syncInterest()
+        let catchUps = await standingSharePositions(startedIn: notices)
         for notice in notices {
             for event in notice.events {
                 // Friends now, even if they parted again before this reload: the pair's cooldown ends.
@@ -131,6 +140,28 @@ extension Relay: BusReceiver {
             closeViewers(notice.closeViewers)
             closeConnections(signedInWith: notice.revokedTokens)
         }
+        for (message, recipients) in catchUps {
+            for username in recipients { deliver(message, to: username) }
+        }
+    }
+
+    /// A standing share started on the walker's relay reaches this relay only with its notice, and the
+    /// walker may send a position right after their `ok`, before this relay subscribed to them: such a
+    /// position went to nobody here. So the walker's last position (asked of their relay once subscribed,
+    /// before `friend.sharing` goes out) follows the event to the new friends here that receive it, as
+    /// `friend.location` would show it to them.
+    private func standingSharePositions(startedIn notices: [ChangeNotice]) async -> [(EncodedMessage, [String])] {
+        var catchUps: [(EncodedMessage, [String])] = []
+        for event in notices.flatMap(\.events) where event.message["type"] == "friend.sharing" && event.message["sharing"] == .bool(true) {
+            guard let walker = event.message["username"]?.stringValue, presence.connectionCount(of: walker) == 0 else { continue }
+            let audience = state.audience(of: walker)
+            let recipients = event.recipients.filter { audience.contains($0) && presence.connectionCount(of: $0) > 0 }
+            guard !recipients.isEmpty else { continue }
+            await fetchLastPosition(of: walker)
+            guard let position = presence.lastPosition(walker) else { continue }
+            catchUps.append((EncodedMessage(Event.position(from: walker, position).json, positionFrom: walker), recipients))
+        }
+        return catchUps
     }
 
     func closeConnections(signedInWith tokens: [String]) {

@@ -173,7 +173,11 @@ public actor Relay {
         if !fanout.sinks.isEmpty || remote {
             let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
-            if remote { bus.publishPosition(message, of: username) }
+            if remote, let audience = fanout.restrictedTo {
+                bus.publishPosition(message, of: username, onlyTo: audience)
+            } else if remote {
+                bus.publishPosition(message, of: username)
+            }
         }
         if let session = fanout.arrived { submit(.arrive(session)) }
         return fanout.sinks.count
@@ -603,7 +607,10 @@ public actor Relay {
             case .shareList: outcome = state.listShares(user, now: now)
             case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
             case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
-            case .friendLocation(let friend): outcome = try state.friendLocation(user, friend, presence: presence, now: now)
+            case .friendLocation(let friend):
+                // Their last position lives on their relay when they are connected to another one.
+                if state.standing[friend]?.contains(user) == true { await fetchLastPosition(of: friend) }
+                outcome = try state.friendLocation(user, friend, presence: presence, now: now)
             case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
             case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
             case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
@@ -697,7 +704,7 @@ public actor Relay {
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
             presence.setAudience(of: owner, to: state.audience(of: owner))
-            presence.setOwner(owner, state.isOwner(owner))
+            presence.setOwner(owner, state.mayBeReceived(owner), restricted: state.hasPauses(owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }

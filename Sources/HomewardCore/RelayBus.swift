@@ -17,6 +17,9 @@ public protocol RelayBus: Sendable {
     /// Sends `message` (a `pos` event) to the relays that receive `walker`'s positions. Called on the
     /// walker's event loop: must not block or suspend, and must keep the order of calls from one thread.
     func publishPosition(_ message: EncodedMessage, of walker: String)
+    /// The same for a walker with pauses: only `audience` (as the walker's relay knows it) may get it, since
+    /// another relay may not have applied the pause yet.
+    func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>)
     /// Walkers whose positions this relay now needs (a local connection receives them) or no longer needs;
     /// returns once the bus has the change (or cannot have it now: it is then made on reconnecting).
     func updateInterest(adding: Set<String>, removing: Set<String>) async
@@ -30,9 +33,18 @@ public protocol RelayBus: Sendable {
     func stop() async
 }
 
+extension RelayBus {
+    /// A bus that cannot tell relays whom a position is for sends it as any other.
+    public func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>) {
+        publishPosition(message, of: walker)
+    }
+}
+
 /// What a bus delivers to its relay.
 public protocol BusReceiver: AnyObject, Sendable {
     func remotePosition(_ message: EncodedMessage, of walker: String)
+    /// A position of a walker with pauses, for the connections here of `audience` only.
+    func remotePosition(_ message: EncodedMessage, of walker: String, onlyTo audience: [String])
     func remoteChanges(_ notice: ChangeNotice)
     func remotePresence(_ digest: PresenceDigest)
     /// Answers another relay's `lastPosition(of:)`: nil when `walker` is not connected here (another

@@ -71,6 +71,13 @@ extension RelayState {
         return paused[LocationPause.everyone] != nil || paused[viewer] != nil
     }
 
+    /// Whether anyone, on any relay, may receive `owner`'s positions: an owner (`isOwner`) not paused for
+    /// everyone. On a shared bus their relay publishes only then (alarm recipients are in the audience and
+    /// count anyway): another relay may not have applied the pause yet when a position right after it arrives.
+    public func mayBeReceived(_ owner: String) -> Bool {
+        isOwner(owner) && pauses[owner]?[LocationPause.everyone] == nil
+    }
+
     public func hasPauses(_ owner: String) -> Bool { !(pauses[owner]?.isEmpty ?? true) }
 
     /// The last position that `session.lost` may carry to everyone watching a walk: none while the owner
