@@ -10,18 +10,6 @@ final class ClusterEndToEndTests: ClusterTestCase {
         ["type": "pos", "lat": .number(57.0 + Double(i) / 1000), "lon": 11.5, "ts": .int(1_763_830_000_000 + Int64(i))]
     }
 
-    /// Starts a session of `walker` with `observers`, each accepting on their own relay.
-    private func follow(_ walker: TestUser, by observers: [TestUser]) async throws -> String {
-        let start = try await walker.client.ok("session.start", ["invite": .strings(observers.map(\.username))])
-        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
-        for observer in observers {
-            try await observer.client.event("session.invite", where: { $0["session"]?["sessionId"] == .string(id) })
-            try await observer.client.ok("session.accept", ["sessionId": .string(id)])
-            try await walker.client.event("session.accepted", where: { $0["by"] == .string(observer.username) })
-        }
-        return id
-    }
-
     func testPositionsOfAWalkerOnOneNodeReachObserversOnTheOthersInOrder() async throws {
         let cluster = try await startCluster()
         let a = try await startNode("node-a", of: cluster)

@@ -96,3 +96,17 @@ class ClusterTestCase: EndToEndTestCase {
         throw TestFailure("\(what) did not happen within \(seconds) s")
     }
 }
+
+extension ClusterTestCase {
+    /// Starts a session of `walker` with `observers`, each accepting on their own relay.
+    func follow(_ walker: TestUser, by observers: [TestUser]) async throws -> String {
+        let start = try await walker.client.ok("session.start", ["invite": .strings(observers.map(\.username))])
+        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
+        for observer in observers {
+            try await observer.client.event("session.invite", where: { $0["session"]?["sessionId"] == .string(id) })
+            try await observer.client.ok("session.accept", ["sessionId": .string(id)])
+            try await walker.client.event("session.accepted", where: { $0["by"] == .string(observer.username) })
+        }
+        return id
+    }
+}
