@@ -17,6 +17,11 @@ public protocol RelayStore: Sendable {
     func changeCount() async throws -> Int64?
     /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
     func applyCounting(_ changes: [StoreChange]) async throws -> Int64?
+    /// The secret `name` that every relay sharing this store must use (the VAPID key), or nil when the
+    /// store is one relay's own and keeps no such secrets (the relay keeps them in its data directory).
+    /// Given a `candidate`, a store without a value stores it first, once: relays starting together all get
+    /// the value that was stored first. Without one, it only reads.
+    func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String?
 }
 
 extension RelayStore {
@@ -27,6 +32,9 @@ extension RelayStore {
         try await apply(changes)
         return nil
     }
+
+    /// One relay's own store shares no secrets.
+    public func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String? { nil }
 }
 
 /// What a store hands back at start-up.

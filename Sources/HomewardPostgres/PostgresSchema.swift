@@ -243,6 +243,17 @@ enum PostgresSchema {
             """,
             "CREATE INDEX messages_by_recipient ON messages(recipient)",
         ]),
+        // Issue 13: secrets every relay of a cluster must share (the VAPID key, `PostgresStore.sharedSecret`),
+        // written once by whichever relay starts first. The value is TEXT like the keys: a PEM is ASCII.
+        Migration(version: "v5-secrets", statements: [
+            """
+            CREATE TABLE relay_secrets (
+                name TEXT COLLATE "C" PRIMARY KEY,
+                value TEXT COLLATE "C" NOT NULL,
+                created_at BIGINT NOT NULL
+            )
+            """,
+        ]),
     ]
 
     /// Counts the writes other relays must hear of (`PostgresStore.changeCount`). A sequence, not a row: it

@@ -142,7 +142,7 @@ public final class PostgresStore: RelayStore {
     }
 
     /// The one text column of at most one row (a lookup by primary key); the rows are read to the end.
-    private static func single(_ rows: PostgresRowSequence) async throws -> String? {
+    static func single(_ rows: PostgresRowSequence) async throws -> String? {
         var value: String?
         for try await text in rows.decode(String.self) { value = text }
         return value

@@ -4,6 +4,7 @@ import HomewardCore
 import HomewardPostgres
 import HomewardProtocol
 import HomewardStorage
+import HomewardWebPush
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -41,8 +42,15 @@ public struct RelayServer: Sendable {
         let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
             certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
 
-        let vapidKey = try VAPIDKeyFile.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory)
         let store = try await OpenedStore.open(config, logger: logger)
+        let vapidKey: VAPIDKey
+        do {
+            vapidKey = try await RelayVAPIDKey.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory,
+                                                    store: store.store, storeName: config.store.description, logger: logger)
+        } catch {
+            await store.close()
+            throw error
+        }
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
         factory.defaultDurationHistogramBuckets = [

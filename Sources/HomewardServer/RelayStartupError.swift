@@ -10,6 +10,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case cannotConnectBus(String, reason: String)
     case badVAPIDKey(path: String, reason: String)
     case badVAPIDSubject(String, reason: String)
+    /// The VAPID key a shared store keeps for every relay cannot be read or used.
+    case badSharedVAPIDKey(store: String, reason: String)
 
     public var description: String {
         switch self {
@@ -27,6 +29,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot use the VAPID key \(path): \(reason)"
         case .badVAPIDSubject(let subject, let reason):
             return "cannot use the VAPID subject '\(subject)': \(reason)"
+        case .badSharedVAPIDKey(let store, let reason):
+            return "cannot use the VAPID key kept in \(store): \(reason)"
         }
     }
 

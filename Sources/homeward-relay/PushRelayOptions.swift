@@ -6,7 +6,7 @@ import HomewardWebPush
 /// settings read in one place: flag, then `HOMEWARD_*` variable, then default.
 struct PushRelayOptions: ParsableArguments {
     @Option(name: .customLong("vapid-key"), help: ArgumentHelp(
-        "PEM P-256 private key that signs Web Push requests (VAPID). [default: vapid-key.pem in the data directory, made on first start]",
+        "PEM P-256 private key that signs Web Push requests (VAPID). [default: with --store postgres, one key kept in the database for every relay of the cluster; else vapid-key.pem in the data directory; made on first start]",
         valueName: "pem"))
     var vapidKey: String?
 

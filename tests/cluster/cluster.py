@@ -39,18 +39,20 @@ HAPROXY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
 NODE_IDS = ("n1", "n2", "n3")
 
 
-def _contract_conftest():
-    """tests/python/conftest.py as a module of its own name (both directories have a `conftest`)."""
-    name = "homeward_contract_conftest"
+def _contract_module(file: str, name: str):
+    """tests/python/FILE as a module of its own name (both directories have a `conftest`, so the
+    contract suite's directory is not put on the import path)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tests" / "python" / "conftest.py")
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tests" / "python" / file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
-contract = _contract_conftest()
+contract = _contract_module("conftest.py", "homeward_contract_conftest")
+# The push service double and VAPID check of test_push.py (http_ece and cryptography, from its requirements).
+push_double = _contract_module("push_double.py", "homeward_push_double")
 free_port = contract.free_port
 
 

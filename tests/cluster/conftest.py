@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cluster import Cluster, contract
+from cluster import Cluster, contract, push_double
 
 pytest_pyfunc_call = contract.pytest_pyfunc_call
 pytest_runtest_makereport = contract.pytest_runtest_makereport
@@ -32,11 +32,21 @@ def cluster():
     binary = os.environ.get("HOMEWARD_RELAY_BIN") or contract.find_binary()
     if not binary:
         pytest.fail("no relay binary: set HOMEWARD_RELAY_BIN or build .build/debug/homeward-relay", pytrace=False)
+    # Push to the double on loopback (test_push_cluster.py); no --vapid-key: the relays agree on one by themselves.
     c = Cluster(binary, ["--lost-contact-grace", str(LOST_CONTACT_GRACE),
                          "--alarm-repeat-interval", str(ALARM_REPEAT_INTERVAL),
-                         "--store-timeout", str(STORE_TIMEOUT)])
+                         "--store-timeout", str(STORE_TIMEOUT),
+                         "--push-allow-http", "--push-allow-private", "--vapid-subject", push_double.SUBJECT])
     with c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def double():
+    """A push service on 127.0.0.1 that records and answers every push (push_double.py)."""
+    d = push_double.PushServiceDouble()
+    yield d
+    d.close()
 
 
 @pytest.fixture(scope="session")

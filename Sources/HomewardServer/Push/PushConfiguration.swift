@@ -2,7 +2,8 @@
 /// `--vapid-subject`, `--push-allow-http`, `--push-allow-private`, `--max-push-subscriptions`,
 /// `--webhook-url`, `--webhook-secret`).
 public struct PushConfiguration: Sendable {
-    /// A PEM P-256 private key; nil: `vapid-key.pem` in the data directory, made on first start.
+    /// A PEM P-256 private key; nil: the key a shared store (PostgreSQL) keeps for every relay, else
+    /// `vapid-key.pem` in the data directory, made on first start (see `RelayVAPIDKey`).
     public var vapidKeyPath: String?
     /// The VAPID `sub` claim: how a push service's operator reaches this relay's operator.
     public var vapidSubject = "mailto:postmaster@localhost"
