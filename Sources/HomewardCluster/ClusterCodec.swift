@@ -65,24 +65,77 @@ enum ClusterCodec {
         return digest
     }
 
-    /// A position for some only (`hw.pos.<walker>` of a walker with pauses): the audience as a JSON array of
-    /// names, a newline, then the `pos` event's text. A plain position is the event's text alone (an object).
-    static func encode(_ message: EncodedMessage, onlyTo audience: Set<String>) -> ByteBuffer {
-        var payload = JSONWriter.encode(.strings(audience.sorted()))
+    /// A position (`hw.pos.<walker>`): the `pos` event's text alone (an object, written without a newline)
+    /// when the walker has no pause; else a header naming the restriction (`{"only": [names]}` or
+    /// `{"allBut": [names]}`), a newline, then the event's text. The event is encoded once, by its relay.
+    static func encode(_ message: EncodedMessage, restriction: PositionRestriction?) -> ByteBuffer {
+        guard let restriction else { return message.bytes }
+        let header: JSONValue = switch restriction {
+        case .only(let names): .object([("only", .strings(names.sorted()))])
+        case .allBut(let names): .object([("allBut", .strings(names.sorted()))])
+        }
+        var payload = JSONWriter.encode(header)
         payload.writeInteger(UInt8(ascii: "\n"))
         var text = message.bytes
         payload.writeBuffer(&text)
         return payload
     }
 
-    /// The audience and the event's text of a position for some only; nil for a plain position.
-    static func restrictedPosition(_ payload: ByteBuffer) -> (audience: [String], text: ByteBuffer)? {
-        guard payload.readableBytesView.first == UInt8(ascii: "["),
-              let newline = payload.readableBytesView.firstIndex(of: UInt8(ascii: "\n")),
-              let head = payload.getSlice(at: payload.readerIndex, length: newline - payload.readerIndex),
-              case .array(let names)? = try? JSONParser.parse(head.readableBytesView),
-              let text = payload.getSlice(at: newline + 1, length: payload.writerIndex - newline - 1) else { return nil }
-        return (names.compactMap(\.stringValue), text)
+    /// The restriction (nil for a plain position) and the event's text of a position. A header that cannot
+    /// be read is refused, never taken for a plain position: it may be a pause's.
+    static func decodePosition(_ payload: ByteBuffer) throws -> (restriction: PositionRestriction?, text: ByteBuffer) {
+        let bytes = payload.readableBytesView
+        guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else { return (nil, payload) }
+        let headerLength = newline - bytes.startIndex
+        guard let head = payload.getSlice(at: payload.readerIndex, length: headerLength),
+              let text = payload.getSlice(at: payload.readerIndex + headerLength + 1,
+                                          length: payload.readableBytes - headerLength - 1),
+              text.readableBytesView.first == UInt8(ascii: "{") else {
+            throw DecodingError.malformed("a position without its event after the header")
+        }
+        guard case .object(let members) = try parse(head), members.count == 1, case .array(let list) = members[0].1 else {
+            throw DecodingError.malformed("a position header that is not one list")
+        }
+        let names = list.compactMap(\.stringValue)
+        guard names.count == list.count else { throw DecodingError.malformed("a position header with a name that is not a string") }
+        switch members[0].0 {
+        case "only": return (.only(Set(names)), text)
+        case "allBut": return (.allBut(Set(names)), text)
+        default: throw DecodingError.malformed("a position header with \(members[0].0)")
+        }
+    }
+
+    /// A request for a walker's last position (`hw.last.<walker>`), naming whom it is for.
+    static func encodeLastPositionRequest(for askers: [String]) -> ByteBuffer {
+        JSONWriter.encode(.object([("for", .strings(askers))]))
+    }
+
+    static func decodeLastPositionRequest(_ payload: ByteBuffer) throws -> [String] {
+        guard case .array(let list)? = try parse(payload)["for"] else { throw DecodingError.malformed("a last-position request without for") }
+        let askers = list.compactMap(\.stringValue)
+        guard askers.count == list.count else { throw DecodingError.malformed("a last-position request with a name that is not a string") }
+        return askers
+    }
+
+    static func encode(_ answer: LastPositionAnswer) -> ByteBuffer {
+        JSONWriter.encode(.object([
+            ("position", answer.position.map { .object($0.jsonMembers()) } ?? .null),
+            ("hidden", .strings(answer.hiddenFrom.sorted())),
+        ]))
+    }
+
+    static func decodeLastPositionAnswer(_ payload: ByteBuffer) throws -> LastPositionAnswer {
+        let json = try parse(payload)
+        guard case .array(let hidden)? = json["hidden"], let position = json["position"] else {
+            throw DecodingError.malformed("a last-position answer without position or hidden")
+        }
+        let names = hidden.compactMap(\.stringValue)
+        guard names.count == hidden.count else { throw DecodingError.malformed("a last-position answer with a name that is not a string") }
+        if position == .null { return LastPositionAnswer(position: nil, hiddenFrom: Set(names)) }
+        guard case .object = position, let decoded = try? Position(from: position, now: 0) else {
+            throw DecodingError.malformed("a last-position answer with a bad position")
+        }
+        return LastPositionAnswer(position: decoded, hiddenFrom: Set(names))
     }
 
     private static func parse(_ payload: ByteBuffer) throws -> JSONValue {

@@ -77,10 +77,14 @@ public final class NATSBus: RelayBus {
             },
             Task {
                 for await message in lastPositions {
-                    guard let replyTo = message.replyTo,
-                          let answer = receiver.localLastPosition(of: ClusterSubjects.walker(in: message.subject)) else { continue }
-                    let payload = JSONWriter.encode(answer.map { .object($0.jsonMembers()) } ?? .null)
-                    client.publishDetached(subject: replyTo, payload: payload)
+                    guard let replyTo = message.replyTo else { continue }
+                    let askers: [String]
+                    do { askers = try ClusterCodec.decodeLastPositionRequest(message.payload) } catch {
+                        logger.error("ignored a last-position request", metadata: ["error": "\(error)"])
+                        continue
+                    }
+                    guard let answer = receiver.localLastPosition(of: ClusterSubjects.walker(in: message.subject), for: askers) else { continue }
+                    client.publishDetached(subject: replyTo, payload: ClusterCodec.encode(answer))
                 }
             },
             Task {
@@ -103,13 +107,8 @@ public final class NATSBus: RelayBus {
         tasks.withLock { $0 = (started, sending) }
     }
 
-    public func publishPosition(_ message: EncodedMessage, of walker: String) {
-        client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: message.bytes)
-    }
-
-    /// The audience goes first, a JSON array of names and a newline, then the `pos` event's text.
-    public func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>) {
-        client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: ClusterCodec.encode(message, onlyTo: audience))
+    public func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
+        client.publishDetached(subject: ClusterSubjects.positions(of: walker), payload: ClusterCodec.encode(message, restriction: restriction))
     }
 
     public func updateInterest(adding: Set<String>, removing: Set<String>) async {
@@ -120,11 +119,14 @@ public final class NATSBus: RelayBus {
         }
     }
 
-    public func lastPosition(of walker: String) async -> Position? {
-        guard let reply = try? await client.request(subject: ClusterSubjects.lastPosition(of: walker), payload: ByteBuffer(),
-                                                    timeout: .milliseconds(250)),
-              let json = try? JSONParser.parse(reply.payload.readableBytesView), case .object = json else { return nil }
-        return try? Position(from: json, now: 0)
+    public func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer? {
+        guard let reply = try? await client.request(subject: ClusterSubjects.lastPosition(of: walker),
+                                                    payload: ClusterCodec.encodeLastPositionRequest(for: askers),
+                                                    timeout: .milliseconds(250)) else { return nil }
+        do { return try ClusterCodec.decodeLastPositionAnswer(reply.payload) } catch {
+            logger.error("ignored a last-position answer", metadata: ["error": "\(error)"])
+            return nil
+        }
     }
 
     public func publishChanges(_ notice: ChangeNotice) {
@@ -182,13 +184,15 @@ public final class NATSBus: RelayBus {
                     // A receiver that falls behind keeps the newest positions (as a slow connection does).
                     let subscription = try await client.subscribe(subject: ClusterSubjects.positions(of: walker),
                                                                   bufferLimit: 1024, overflow: .dropOldest)
+                    let logger = self.logger
                     let task = Task {
                         for await message in subscription {
-                            if let (audience, text) = ClusterCodec.restrictedPosition(message.payload) {
+                            do {
+                                let (restriction, text) = try ClusterCodec.decodePosition(message.payload)
                                 receiver.remotePosition(EncodedMessage(jsonText: text, type: "pos", positionFrom: walker), of: walker,
-                                                        onlyTo: audience)
-                            } else {
-                                receiver.remotePosition(EncodedMessage(jsonText: message.payload, type: "pos", positionFrom: walker), of: walker)
+                                                        restriction: restriction)
+                            } catch {
+                                logger.error("ignored a position", metadata: ["walker": "\(walker)", "error": "\(error)"])
                             }
                         }
                     }

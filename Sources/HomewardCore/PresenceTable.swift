@@ -9,6 +9,12 @@ import Synchronization
 /// their positions (`audienceSinks`). A position therefore takes exactly one lock, its sender's
 /// shard's, and walkers on different event loops rarely meet on the same one.
 ///
+/// On a shared bus each entry also carries `reach`, its audience with pauses ignored, and its connections:
+/// what this relay subscribes to and delivers positions from other relays to. The walker's relay is the
+/// one that knows their pauses when a position leaves it, so it restricts that position
+/// (`PositionRestriction`) and this relay applies the restriction: a pause that just ended elsewhere
+/// loses no position here while this relay's cache still has it.
+///
 /// Writers: `attach`, `detach`, `setAudience`, `setDestination` and `seedLastSeen` keep
 /// `audienceSinks` in step across shards, one shard at a time, and must not run concurrently with
 /// each other. The relay calls them only from its actor, which serialises them; the fan-out only
@@ -20,19 +26,26 @@ public final class PresenceTable: PresenceView, Sendable {
         var remoteNodes: Set<String> = []
         var lastSeen: Int64?
         var lastPosition: Position?
-        /// Users who receive this user's positions.
+        /// Users who receive this user's positions (pauses applied).
         var audience: Set<String> = []
+        /// `audience` with pauses ignored (a superset of it): whom positions of this user from another
+        /// relay may reach here, as that relay's `PositionRestriction` allows.
+        var reach: Set<String> = []
         /// Whether this user owns an active session, alarm or standing share and has not paused for
         /// everyone (`RelayState.mayBeReceived`): on a shared bus their positions are published even
         /// before anyone accepted, since another relay may already have an observer whose accept this
         /// relay has not heard of yet.
         var owner = false
-        /// Whether this user has pauses: on a shared bus their positions carry `audience`, since another
-        /// relay may not have applied a pause yet.
-        var restricted = false
+        /// For a user with pauses, whom their positions may reach on other relays (which may not have
+        /// applied a pause yet); also whom this relay's answer to `hw.last` hides their position from.
+        var restriction: PositionRestriction?
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []
-        /// Users whose audience includes this user: their `audienceSinks` change with this user's connections.
+        /// The connections of `reach`, and (at the same index) whose each is: what a position of this user
+        /// from another relay is sent to, less those its restriction hides.
+        var reachSinks: [any ClientSink] = []
+        var reachNames: [String] = []
+        /// Users whose reach includes this user: their sinks change with this user's connections.
         var receivesFrom: Set<String> = []
         /// The destination of the user's active session, tested against each of their positions.
         var destination: (sessionId: String, destination: Destination)?
@@ -45,8 +58,8 @@ public final class PresenceTable: PresenceView, Sendable {
         public var arrived: String?
         /// Whether anyone (here or on another relay) may receive the sender's positions.
         public var hasAudience = false
-        /// For a sender with pauses: who alone may get the position (on any relay).
-        public var restrictedTo: Set<String>?
+        /// For a sender with pauses: whom the position may reach on other relays.
+        public var restriction: PositionRestriction?
     }
 
     final class Shard: Sendable {
@@ -128,22 +141,26 @@ public final class PresenceTable: PresenceView, Sendable {
         return last
     }
 
-    public func setAudience(of username: String, to audience: Set<String>) {
+    /// Sets who receives `username`'s positions: `audience` here (pauses applied), and `reach` (pauses
+    /// ignored; `audience` when nil) from other relays. `reach` always includes `audience`.
+    public func setAudience(of username: String, to audience: Set<String>, reach: Set<String>? = nil) {
+        let reach = reach.map { $0.union(audience) } ?? audience
         let previous = withEntry(username) { entry in
-            let previous = entry.audience
+            let previous = (entry.audience, entry.reach)
             entry.audience = audience
+            entry.reach = reach
             return previous
         }
-        guard previous != audience else { return }
-        for member in previous.subtracting(audience) { withEntry(member) { _ = $0.receivesFrom.remove(username) } }
-        for member in audience.subtracting(previous) { withEntry(member) { _ = $0.receivesFrom.insert(username) } }
+        guard previous != (audience, reach) else { return }
+        for member in previous.1.subtracting(reach) { withEntry(member) { _ = $0.receivesFrom.remove(username) } }
+        for member in reach.subtracting(previous.1) { withEntry(member) { _ = $0.receivesFrom.insert(username) } }
         refreshAudienceSinks(of: username)
     }
 
-    public func setOwner(_ username: String, _ owner: Bool, restricted: Bool = false) {
+    public func setOwner(_ username: String, _ owner: Bool, restriction: PositionRestriction? = nil) {
         withEntry(username) { entry in
             entry.owner = owner
-            entry.restricted = restricted
+            entry.restriction = restriction
         }
     }
 
@@ -155,18 +172,26 @@ public final class PresenceTable: PresenceView, Sendable {
         for (username, time) in lastSeen { withEntry(username) { $0.lastSeen = time } }
     }
 
-    /// Recomputes who `sender`'s positions go to, one member's shard at a time.
+    /// Recomputes who `sender`'s positions go to, one member's shard at a time. Whether this relay needs
+    /// them from the others (its interest) follows `reach`: a pause does not unsubscribe.
     private func refreshAudienceSinks(of sender: String) {
-        let audience = read(sender) { $0?.audience ?? [] }
+        let (audience, reach) = read(sender) { ($0?.audience ?? [], $0?.reach ?? []) }
         var sinks: [any ClientSink] = []
-        for member in audience { read(member) { sinks.append(contentsOf: $0?.sinks.values ?? [:].values) } }
-        let hadSinks = withEntry(sender) { entry in
-            defer { entry.audienceSinks = sinks }
-            return !entry.audienceSinks.isEmpty
+        var reachSinks: [any ClientSink] = []
+        var reachNames: [String] = []
+        for member in reach {
+            let memberSinks = read(member) { Array($0?.sinks.values ?? [:].values) }
+            if audience.contains(member) { sinks += memberSinks }
+            reachSinks += memberSinks
+            reachNames += repeatElement(member, count: memberSinks.count)
         }
-        guard hadSinks == sinks.isEmpty else { return }
+        let hadReach = withEntry(sender) { entry in
+            defer { (entry.audienceSinks, entry.reachSinks, entry.reachNames) = (sinks, reachSinks, reachNames) }
+            return !entry.reachSinks.isEmpty
+        }
+        guard hadReach == reachSinks.isEmpty else { return }
         interest.withLock { interest in
-            if sinks.isEmpty {
+            if reachSinks.isEmpty {
                 if interest.added.remove(sender) == nil { interest.removed.insert(sender) }
             } else {
                 if interest.removed.remove(sender) == nil { interest.added.insert(sender) }
@@ -217,10 +242,25 @@ public final class PresenceTable: PresenceView, Sendable {
         read(username) { !($0?.remoteNodes.isEmpty ?? true) }
     }
 
-    /// A position from another relay: the connections here that receive `username`'s positions.
-    /// One lock, the sender's shard, as for a local position.
-    public func remoteAudience(of username: String) -> [any ClientSink] {
-        read(username) { $0?.audienceSinks ?? [] }
+    /// A position from another relay: the connections here that receive `username`'s positions, pauses
+    /// ignored, less whom `restriction` (the sender's relay's) hides. One lock, the sender's shard, as for
+    /// a local position.
+    public func remoteAudience(of username: String, restriction: PositionRestriction? = nil) -> [any ClientSink] {
+        read(username) { entry in
+            guard let entry else { return [] }
+            guard let restriction else { return entry.reachSinks }
+            return zip(entry.reachNames, entry.reachSinks).filter { !restriction.hides($0.0) }.map(\.1)
+        }
+    }
+
+    /// Answers another relay asking for `username`'s last position on behalf of `askers`: nil when they are
+    /// not connected here, else the position unless their pauses hide them from every asker, and whom they
+    /// hide them from. One lock; the pauses are as the relay last set them (`setOwner`).
+    public func lastPositionAnswer(of username: String, for askers: [String]) -> LastPositionAnswer? {
+        read(username) { entry in
+            guard let entry, !entry.sinks.isEmpty else { return nil }
+            return LastPositionAnswer(position: entry.lastPosition, restriction: entry.restriction, askers: askers)
+        }
     }
 
     // MARK: The fan-out
@@ -238,7 +278,7 @@ public final class PresenceTable: PresenceView, Sendable {
         entry.lastPosition = position
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
-        if entry.restricted { fanout.restrictedTo = entry.audience }
+        fanout.restriction = entry.restriction
         if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }

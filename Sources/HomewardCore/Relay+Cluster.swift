@@ -11,18 +11,12 @@ import HomewardProtocol
 extension Relay: BusReceiver {
     // MARK: From the bus (any thread)
 
-    /// A position of `walker` from another relay, to this relay's connections that receive it.
+    /// A position of `walker` from another relay, to this relay's connections that receive it, pauses
+    /// ignored, less whom the walker's relay's `restriction` hides: that relay applied every pause the walker
+    /// made there, while this relay's cache may not have a pause yet, or still have one that just ended.
     /// Runs on the bus's thread; one lock (the walker's shard), the message encoded by the walker's relay.
-    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String) {
-        for sink in presence.remoteAudience(of: walker) { sink.send(message) }
-    }
-
-    /// A position of a walker with pauses: their relay named who may get it (this relay may not have
-    /// applied a pause yet). A lookup per member: only positions of walkers with pauses take it.
-    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, onlyTo audience: [String]) {
-        for member in audience {
-            for sink in presence.sinks(of: member) { sink.send(message) }
-        }
+    public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
+        for sink in presence.remoteAudience(of: walker, restriction: restriction) { sink.send(message) }
     }
 
     public nonisolated func remoteChanges(_ notice: ChangeNotice) {
@@ -35,9 +29,10 @@ extension Relay: BusReceiver {
         submit(.remotePresence(digest))
     }
 
-    public nonisolated func localLastPosition(of walker: String) -> Position?? {
-        guard presence.connectionCount(of: walker) > 0 else { return nil }
-        return .some(presence.lastPosition(walker))
+    /// Runs on the bus's thread, without waiting for the actor: the presence table has the walker's pauses
+    /// as of their last change here (`syncPresence`, before the reply to the pause).
+    public nonisolated func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? {
+        presence.lastPositionAnswer(of: walker, for: askers)
     }
 
     public nonisolated func busDisconnected() {
@@ -92,17 +87,21 @@ extension Relay: BusReceiver {
         }
     }
 
+    /// Before a reply that shows `walker`'s last position to `askers` (an accept, a watch, `friend.location`):
+    /// when they are connected to another relay only, asks that relay (this relay's copy comes with its
+    /// digest, up to a second late). Returns the askers that relay says a pause hides the walker from: this
+    /// relay's cache may not have that pause yet, so they are shown no position.
+    @discardableResult
+    func fetchLastPosition(of walker: String?, for askers: [String]) async -> Set<String> {
+        guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
+              let answer = await bus.lastPosition(of: walker, for: askers) else { return [] }
+        if let position = answer.position { presence.setRemotePosition(position, of: walker) }
+        return answer.hiddenFrom
+    }
+
     /// Subscribes to the walkers this relay's connections started receiving (and drops those nobody here
     /// receives any more), waiting until the bus has the subscriptions: called before a reply that lets a
     /// client expect positions (an accept, a watch, a sign-in), so the walker's next position is not lost.
-    /// Before a reply that shows `walker`'s last position (an accept, a watch): when they are connected to
-    /// another relay only, asks that relay (this relay's copy comes with its digest, up to a second late).
-    func fetchLastPosition(of walker: String?) async {
-        guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
-              let position = await bus.lastPosition(of: walker) else { return }
-        presence.setRemotePosition(position, of: walker)
-    }
-
     func syncInterest() async {
         let interest = presence.takeInterestChanges()
         guard !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped else { return }
@@ -149,16 +148,17 @@ extension Relay: BusReceiver {
     /// walker may send a position right after their `ok`, before this relay subscribed to them: such a
     /// position went to nobody here. So the walker's last position (asked of their relay once subscribed,
     /// before `friend.sharing` goes out) follows the event to the new friends here that receive it, as
-    /// `friend.location` would show it to them.
+    /// `friend.location` would show it to them: not to those the walker's relay says a pause hides it from.
     private func standingSharePositions(startedIn notices: [ChangeNotice]) async -> [(EncodedMessage, [String])] {
         var catchUps: [(EncodedMessage, [String])] = []
         for event in notices.flatMap(\.events) where event.message["type"] == "friend.sharing" && event.message["sharing"] == .bool(true) {
             guard let walker = event.message["username"]?.stringValue, presence.connectionCount(of: walker) == 0 else { continue }
             let audience = state.audience(of: walker)
-            let recipients = event.recipients.filter { audience.contains($0) && presence.connectionCount(of: $0) > 0 }
+            var recipients = event.recipients.filter { audience.contains($0) && presence.connectionCount(of: $0) > 0 }
             guard !recipients.isEmpty else { continue }
-            await fetchLastPosition(of: walker)
-            guard let position = presence.lastPosition(walker) else { continue }
+            let hidden = await fetchLastPosition(of: walker, for: recipients)
+            recipients.removeAll { hidden.contains($0) }
+            guard !recipients.isEmpty, let position = presence.lastPosition(walker) else { continue }
             catchUps.append((EncodedMessage(Event.position(from: walker, position).json, positionFrom: walker), recipients))
         }
         return catchUps

@@ -173,11 +173,7 @@ public actor Relay {
         if !fanout.sinks.isEmpty || remote {
             let message = EncodedMessage(Event.position(from: username, position).json, positionFrom: username)
             for sink in fanout.sinks { sink.send(message) }
-            if remote, let audience = fanout.restrictedTo {
-                bus.publishPosition(message, of: username, onlyTo: audience)
-            } else if remote {
-                bus.publishPosition(message, of: username)
-            }
+            if remote { bus.publishPosition(message, of: username, restriction: fanout.restriction) }
         }
         if let session = fanout.arrived { submit(.arrive(session)) }
         return fanout.sinks.count
@@ -501,9 +497,10 @@ public actor Relay {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
         let hash = Token.hash(token)
-        await fetchLastPosition(of: state.sharesByHash[hash].flatMap { state.shares[$0]?.owner })
+        let link = state.sharesByHash[hash].flatMap { state.shares[$0] }
+        let hidden = await fetchLastPosition(of: link?.owner, for: link.map { [$0.viewerKey] } ?? [])
         do throws(RelayError) {
-            let (share, reply) = try state.watch(tokenHash: hash, now: now, presence: presence)
+            let (share, reply) = try state.watch(tokenHash: hash, now: now, presence: presence, hiddenElsewhere: !hidden.isEmpty)
             // A valid token: not a failure to count, even when there is no room.
             guard presence.connectionCount(of: share.viewerKey) < limits.viewersPerShare else {
                 return done(.failure(.rateLimited("more than \(limits.viewersPerShare) viewers on this share link")))
@@ -587,8 +584,8 @@ public actor Relay {
             case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
             case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)
             case .sessionAccept(let id):
-                await fetchLastPosition(of: state.sessions[id]?.owner)
-                outcome = try state.acceptSession(user, id, presence: presence)
+                let hidden = await fetchLastPosition(of: state.sessions[id]?.owner, for: [user])
+                outcome = try state.acceptSession(user, id, presence: presence, hiddenElsewhere: !hidden.isEmpty)
             case .sessionDecline(let id): outcome = try state.declineSession(user, id)
             case .sessionLeave(let id): outcome = try state.leaveSession(user, id)
             case .sessionEnd(let id): outcome = try state.endSession(user, id, now: now)
@@ -609,8 +606,8 @@ public actor Relay {
             case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
             case .friendLocation(let friend):
                 // Their last position lives on their relay when they are connected to another one.
-                if state.standing[friend]?.contains(user) == true { await fetchLastPosition(of: friend) }
-                outcome = try state.friendLocation(user, friend, presence: presence, now: now)
+                let hidden = state.standing[friend]?.contains(user) == true ? await fetchLastPosition(of: friend, for: [user]) : []
+                outcome = try state.friendLocation(user, friend, presence: presence, now: now, hiddenElsewhere: !hidden.isEmpty)
             case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
             case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
             case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
@@ -703,8 +700,10 @@ public actor Relay {
     /// Tells the presence table who receives the positions of `owners` and where their walks end.
     func syncPresence(owners: some Sequence<String>) {
         for owner in owners {
-            presence.setAudience(of: owner, to: state.audience(of: owner))
-            presence.setOwner(owner, state.mayBeReceived(owner), restricted: state.hasPauses(owner))
+            // Reach (pauses ignored) matters only for positions from other relays.
+            presence.setAudience(of: owner, to: state.audience(of: owner),
+                                 reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil)
+            presence.setOwner(owner, state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
         }
     }

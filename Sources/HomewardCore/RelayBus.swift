@@ -14,17 +14,18 @@ public protocol RelayBus: Sendable {
     var isShared: Bool { get }
     /// Starts delivering what the other relays send to `receiver`.
     func start(delivering receiver: any BusReceiver) async throws
-    /// Sends `message` (a `pos` event) to the relays that receive `walker`'s positions. Called on the
-    /// walker's event loop: must not block or suspend, and must keep the order of calls from one thread.
-    func publishPosition(_ message: EncodedMessage, of walker: String)
-    /// The same for a walker with pauses: only `audience` (as the walker's relay knows it) may get it, since
-    /// another relay may not have applied the pause yet.
-    func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>)
+    /// Sends `message` (a `pos` event) to the relays that receive `walker`'s positions; with `restriction`
+    /// (a walker with pauses) it names whom it may reach there, since another relay may not have applied a
+    /// pause yet. Called on the walker's event loop: must not block or suspend, and must keep the order of
+    /// calls from one thread.
+    func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?)
     /// Walkers whose positions this relay now needs (a local connection receives them) or no longer needs;
     /// returns once the bus has the change (or cannot have it now: it is then made on reconnecting).
     func updateInterest(adding: Set<String>, removing: Set<String>) async
-    /// The last position of `walker` from the relay they are connected to (nil when none answers soon).
-    func lastPosition(of walker: String) async -> Position?
+    /// The last position of `walker` from the relay they are connected to, asked on behalf of `askers`
+    /// (usernames or viewer keys): that relay says whom of them a pause hides the walker from (nil when
+    /// none answers soon).
+    func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer?
     func publishChanges(_ notice: ChangeNotice)
     func publishPresence(_ digest: PresenceDigest)
     /// Returns once the bus has everything published before (or cannot have it now).
@@ -33,23 +34,16 @@ public protocol RelayBus: Sendable {
     func stop() async
 }
 
-extension RelayBus {
-    /// A bus that cannot tell relays whom a position is for sends it as any other.
-    public func publishPosition(_ message: EncodedMessage, of walker: String, onlyTo audience: Set<String>) {
-        publishPosition(message, of: walker)
-    }
-}
-
 /// What a bus delivers to its relay.
 public protocol BusReceiver: AnyObject, Sendable {
-    func remotePosition(_ message: EncodedMessage, of walker: String)
-    /// A position of a walker with pauses, for the connections here of `audience` only.
-    func remotePosition(_ message: EncodedMessage, of walker: String, onlyTo audience: [String])
+    /// A position of `walker` from another relay, for the connections here that receive them (pauses
+    /// ignored), less whom `restriction` hides.
+    func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?)
     func remoteChanges(_ notice: ChangeNotice)
     func remotePresence(_ digest: PresenceDigest)
-    /// Answers another relay's `lastPosition(of:)`: nil when `walker` is not connected here (another
-    /// relay answers), else their last position here, if any.
-    func localLastPosition(of walker: String) -> Position??
+    /// Answers another relay's `lastPosition(of:for:)`: nil when `walker` is not connected here (another
+    /// relay answers), else their last position here and whom of `askers` a pause of theirs hides them from.
+    func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer?
     /// The connection to the bus was lost: messages sent meanwhile will be missed.
     func busDisconnected()
     /// The connection to the bus is back: refresh from the store what was missed.
@@ -119,9 +113,9 @@ public struct LocalBus: RelayBus {
     public init() {}
     public var isShared: Bool { false }
     public func start(delivering receiver: any BusReceiver) async throws {}
-    public func publishPosition(_ message: EncodedMessage, of walker: String) {}
+    public func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
     public func updateInterest(adding: Set<String>, removing: Set<String>) async {}
-    public func lastPosition(of walker: String) async -> Position? { nil }
+    public func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer? { nil }
     public func publishChanges(_ notice: ChangeNotice) {}
     public func publishPresence(_ digest: PresenceDigest) {}
     public func flush() async {}

@@ -28,11 +28,13 @@ extension RelayState {
     /// `friend.location`: the friend's last position and its age, when they share with the caller at all
     /// times and have not paused for them. Otherwise `forbidden`, the same answer whether they do not
     /// share, paused, or are not a friend (so a pause cannot be told apart from not sharing); `not_found`
-    /// only for a username nobody has.
-    public func friendLocation(_ actor: String, _ friend: String, presence: some PresenceView, now: Int64) throws(RelayError) -> Outcome {
+    /// only for a username nobody has. `hiddenElsewhere`: the friend's relay says a pause hides them from
+    /// the caller (one this cache may not have yet: `Relay.fetchLastPosition`).
+    public func friendLocation(_ actor: String, _ friend: String, presence: some PresenceView, now: Int64,
+                               hiddenElsewhere: Bool = false) throws(RelayError) -> Outcome {
         guard actor != friend else { throw .invalid("ask for a friend's location, not your own") }
         try requireUser(friend)
-        guard areFriends(actor, friend), standing[friend]?.contains(actor) == true, !isHidden(friend, from: actor) else {
+        guard areFriends(actor, friend), standing[friend]?.contains(actor) == true, !hiddenElsewhere, !isHidden(friend, from: actor) else {
             throw .forbidden("\(friend) does not share their location with you")
         }
         let position = presence.lastPosition(friend)
@@ -80,6 +82,17 @@ extension RelayState {
 
     public func hasPauses(_ owner: String) -> Bool { !(pauses[owner]?.isEmpty ?? true) }
 
+    /// For an owner with pauses, whom their positions may reach on other relays, which may not have applied
+    /// a pause yet (or still apply one that ended): nil without pauses. Paused for everyone: only their
+    /// alarm recipients; else all but the friends paused for who are not alarm recipients.
+    public func positionRestriction(of owner: String) -> PositionRestriction? {
+        guard let paused = pauses[owner], !paused.isEmpty else { return nil }
+        let alarmRecipients = Set((alarmsByOwner[owner] ?? []).compactMap { alarms[$0] }.flatMap(\.recipients))
+        if paused[LocationPause.everyone] != nil { return .only(alarmRecipients) }
+        let hidden = Set(paused.keys).subtracting(alarmRecipients)
+        return hidden.isEmpty ? nil : .allBut(hidden)
+    }
+
     /// The last position that `session.lost` may carry to everyone watching a walk: none while the owner
     /// has any pause (one event goes to all observers and viewers, so it must suit the most hidden one).
     func visibleLastPosition(of owner: String, presence: some PresenceView) -> Position? {
@@ -87,14 +100,15 @@ extension RelayState {
     }
 
     /// The positions audience before alarms: observers, viewers and standing-share friends, less those a
-    /// pause hides from (viewers have no username: only a pause from everyone hides from them).
-    func sharingAudience(of owner: String) -> Set<String> {
+    /// pause hides from unless `ignoringPauses` (viewers have no username: only a pause from everyone
+    /// hides from them).
+    func sharingAudience(of owner: String, ignoringPauses: Bool = false) -> Set<String> {
         var audience = Set(standing[owner] ?? [])
         if let id = sessionByOwner[owner], let session = sessions[id] {
             audience.formUnion(session.observers)
             audience.formUnion(viewerKeys(ofSession: id))
         }
-        guard let paused = pauses[owner], !paused.isEmpty else { return audience }
+        guard !ignoringPauses, let paused = pauses[owner], !paused.isEmpty else { return audience }
         if paused[LocationPause.everyone] != nil { return [] }
         return audience.subtracting(paused.keys)
     }

@@ -41,7 +41,10 @@ extension RelayState {
         return outcome
     }
 
-    public mutating func acceptSession(_ actor: String, _ id: String, presence: some PresenceView) throws(RelayError) -> Outcome {
+    /// `acceptSession`: `hiddenElsewhere` when the owner's relay says a pause hides them from `actor` (one
+    /// this cache may not have yet: `Relay.fetchLastPosition`).
+    public mutating func acceptSession(_ actor: String, _ id: String, presence: some PresenceView,
+                                       hiddenElsewhere: Bool = false) throws(RelayError) -> Outcome {
         var session = try invitedSession(actor, id)
         switch session.state(of: actor) {
         case .accepted: throw .conflict("you already follow this session")
@@ -54,10 +57,11 @@ extension RelayState {
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(session.owner)
         outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
+        let hidden = hiddenElsewhere || isHidden(session.owner, from: actor)
         outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
-                                           position: isHidden(session.owner, from: actor) ? nil : presence.lastPosition(session.owner)).fields
+                                           position: hidden ? nil : presence.lastPosition(session.owner)).fields
         // A pause hides the owner from this follower: no position in the reply, then or later.
-        if !isHidden(session.owner, from: actor) { outcome.replyPositionOf = session.owner }
+        if !hidden { outcome.replyPositionOf = session.owner }
         return outcome
     }
 

@@ -52,7 +52,9 @@ extension RelayState {
 
     /// `watch`: the link whose token hashes to `tokenHash`, and the reply its viewer gets. Unknown,
     /// expired and revoked tokens get the same `not_found`, so a viewer cannot tell which it was.
-    public func watch(tokenHash: String, now: Int64, presence: some PresenceView) throws(RelayError) -> (ShareLink, WatchReply) {
+    /// `hiddenElsewhere`: the owner's relay says a pause from everyone hides them (`Relay.fetchLastPosition`).
+    public func watch(tokenHash: String, now: Int64, presence: some PresenceView,
+                      hiddenElsewhere: Bool = false) throws(RelayError) -> (ShareLink, WatchReply) {
         guard let id = sharesByHash[tokenHash], let share = shares[id], share.expiresAt > now,
               let session = sessions[share.sessionId] else {
             throw .notFound("no such share link (unknown, expired or revoked)")
@@ -60,7 +62,7 @@ extension RelayState {
         let watched = WatchedSession(id: session.id, owner: profile(session.owner), startedAt: session.startedAt,
                                      expiresAt: share.expiresAt, destination: session.destination, checkInBy: session.checkInBy)
         // A pause from everyone hides the owner from viewers too (they have no username to pause for).
-        let paused = pauses[session.owner]?[LocationPause.everyone] != nil
+        let paused = hiddenElsewhere || pauses[session.owner]?[LocationPause.everyone] != nil
         return (share, WatchReply(session: watched, lastPosition: paused ? nil : presence.lastPosition(session.owner)))
     }
 

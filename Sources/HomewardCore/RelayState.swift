@@ -149,9 +149,10 @@ public struct RelayState: Sendable {
 
     /// Everyone who receives `username`'s positions: observers of their active session, its share-link
     /// viewers and the friends they share with at all times, less whom a pause hides from; and, whatever
-    /// the pauses, recipients of their active alarms.
-    public func audience(of username: String) -> Set<String> {
-        var audience = sharingAudience(of: username)
+    /// the pauses, recipients of their active alarms. `ignoringPauses`: whom a position of theirs that
+    /// another relay restricted may reach (`PositionRestriction`), also while this cache still has a pause.
+    public func audience(of username: String, ignoringPauses: Bool = false) -> Set<String> {
+        var audience = sharingAudience(of: username, ignoringPauses: ignoringPauses)
         for id in alarmsByOwner[username] ?? [] {
             if let alarm = alarms[id] { audience.formUnion(alarm.recipients) }
         }

@@ -54,7 +54,6 @@ async def test_only_chosen_friends_receive_standing_share_positions(hw):
     await b.err("friend.location", "forbidden", username=a.username)
 
 
-@pytest.mark.single_relay("pauses across relays: a position sent right after a pause ends can be lost on another relay (see the closing note)")
 async def test_a_paused_users_positions_reach_no_one_but_alarm_recipients(hw):
     a, b, c, d = await friends_of(hw, "spa", "spb", "spc", "spd")
     await a.ok("share.always", **{"with": [b.username]})
@@ -89,7 +88,6 @@ async def test_a_paused_users_positions_reach_no_one_but_alarm_recipients(hw):
         await x.expect_event("pos", predicate=at(47.04))
 
 
-@pytest.mark.single_relay("pauses across relays: a position sent right after a pause ends can be lost on another relay (see the closing note)")
 async def test_a_pause_from_one_friend_hides_only_from_them_and_ends_on_time(hw):
     a, b, c = await friends_of(hw, "sfa", "sfb", "sfc")
     await a.ok("share.always", **{"with": [b.username, c.username]})

@@ -34,6 +34,48 @@ struct ClusterCodecTests {
         #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeDigest(ByteBuffer(string: text)) }
     }
 
+    private func position(_ lat: Double) -> EncodedMessage {
+        EncodedMessage(Event.position(from: "ann", Position(lat: lat, lon: 11.5, ts: 1_763_830_000_000)).json, positionFrom: "ann")
+    }
+
+    @Test(arguments: [nil, PositionRestriction.allBut(["bob", "carol.x"]), .only(["dave"]), .only([])])
+    func aPositionRoundTripsWithItsRestriction(restriction: PositionRestriction?) throws {
+        let message = position(57.25)
+        let payload = ClusterCodec.encode(message, restriction: restriction)
+        let (decoded, text) = try ClusterCodec.decodePosition(payload)
+        #expect(decoded == restriction)
+        #expect(text == message.bytes, "the event's text as its relay encoded it")
+        if restriction == nil { #expect(payload == message.bytes, "a plain position is the event alone") }
+    }
+
+    /// A header that cannot be read may be a pause's: the position is refused, never delivered as plain.
+    @Test(arguments: ["[\"bob\"]\n{\"type\":\"pos\"}", "{\"allBut\":[\"bob\"]}\n", "{\"allBut\":[\"bob\"]}\nnot an event",
+                      "{\"except\":[\"bob\"]}\n{\"type\":\"pos\"}", "{\"only\":[\"bob\", 7]}\n{\"type\":\"pos\"}",
+                      "{\"only\":\"bob\"}\n{\"type\":\"pos\"}", "{\"only\":[], \"allBut\":[]}\n{\"type\":\"pos\"}",
+                      "not json\n{\"type\":\"pos\"}"])
+    func aPositionWithABadHeaderIsRefused(text: String) {
+        #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodePosition(ByteBuffer(string: text)) }
+    }
+
+    @Test func aLastPositionRequestNamesItsAskersAndItsAnswerRoundTrips() throws {
+        #expect(try ClusterCodec.decodeLastPositionRequest(ClusterCodec.encodeLastPositionRequest(for: ["bob", "share:sh_1"])) == ["bob", "share:sh_1"])
+        for answer in [LastPositionAnswer(position: Position(lat: 57.5, lon: 11.25, acc: 8, ts: 1_763_830_000_000), hiddenFrom: ["bob"]),
+                       LastPositionAnswer(position: nil, hiddenFrom: ["bob", "carol"]), LastPositionAnswer(position: nil)] {
+            #expect(try ClusterCodec.decodeLastPositionAnswer(ClusterCodec.encode(answer)) == answer)
+        }
+    }
+
+    @Test(arguments: ["", "{}", #"{"for": "bob"}"#, #"{"for": ["bob", 1]}"#])
+    func aBadLastPositionRequestIsRefused(text: String) {
+        #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeLastPositionRequest(ByteBuffer(string: text)) }
+    }
+
+    @Test(arguments: ["null", #"{"lat": 1, "lon": 2, "ts": 3}"#, #"{"position": null}"#, #"{"position": 5, "hidden": []}"#,
+                      #"{"position": {"lat": 100, "lon": 2, "ts": 3}, "hidden": []}"#, #"{"position": null, "hidden": [1]}"#])
+    func aBadLastPositionAnswerIsRefused(text: String) {
+        #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeLastPositionAnswer(ByteBuffer(string: text)) }
+    }
+
     @Test func walkerSubjectsAreOneTokenEach() {
         #expect(ClusterSubjects.positions(of: "ann.b-c_d") == "hw.pos.ann~b-c_d")
         #expect(ClusterSubjects.positions(of: "a..b") == "hw.pos.a~~b")

@@ -8,7 +8,7 @@ import XCTest
 /// A bus that records what the relay sends it, in order.
 final class RecordingBus: RelayBus {
     enum Call: Equatable {
-        case position(from: String, text: String)
+        case position(from: String, text: String, restriction: PositionRestriction?)
         case interest(adding: Set<String>, removing: Set<String>)
         case notice(ChangeNotice)
         case digest(PresenceDigest)
@@ -19,19 +19,26 @@ final class RecordingBus: RelayBus {
     var isShared: Bool { true }
 
     func start(delivering receiver: any BusReceiver) async throws {}
-    func publishPosition(_ message: EncodedMessage, of walker: String) {
-        log.withLock { $0.append(.position(from: walker, text: String(buffer: message.bytes))) }
+    func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
+        log.withLock { $0.append(.position(from: walker, text: String(buffer: message.bytes), restriction: restriction)) }
     }
     func updateInterest(adding: Set<String>, removing: Set<String>) async {
         log.withLock { $0.append(.interest(adding: adding, removing: removing)) }
     }
     func publishChanges(_ notice: ChangeNotice) { log.withLock { $0.append(.notice(notice)) } }
-    func lastPosition(of walker: String) async -> Position? { nil }
+    /// What `lastPosition(of:for:)` answers (none by default), and whom it was asked for.
+    let lastPositionAnswer = Mutex<LastPositionAnswer?>(nil)
+    let lastPositionAskers = Mutex<[[String]]>([])
+    func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer? {
+        lastPositionAskers.withLock { $0.append(askers) }
+        return lastPositionAnswer.withLock { $0 }
+    }
     func publishPresence(_ digest: PresenceDigest) { log.withLock { $0.append(.digest(digest)) } }
     func flush() async {}
     func stop() async {}
 
-    var positions: [String] { calls.compactMap { if case .position(_, let text) = $0 { text } else { nil } } }
+    var positions: [String] { calls.compactMap { if case .position(_, let text, _) = $0 { text } else { nil } } }
+    var restrictions: [PositionRestriction?] { calls.compactMap { if case .position(_, _, let restriction) = $0 { restriction } else { nil } } }
     var notices: [ChangeNotice] { calls.compactMap { if case .notice(let notice) = $0 { notice } else { nil } } }
     func clear() { log.withLock { $0.removeAll() } }
 }
