@@ -265,8 +265,11 @@ extension Relay: BusReceiver {
         recentlyOnline.removeAll()
         let now = clock()
         for (node, heard) in remoteNodes where now - heard.heardAt > PresenceDigest.expiry {
-            // Gone (killed, or cut off): its users are offline as of the last time it spoke.
-            self.heard(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: heard.users.map { ($0, heard.heardAt) })))
+            // Gone (killed, or cut off) after its last digest and before the next one was due: its users
+            // count as offline from then, so that the lost-contact grace never runs out early (a walker on
+            // that relay may have sent positions until the moment it died).
+            let gone = min(now, heard.heardAt + PresenceDigest.interval)
+            self.heard(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: heard.users.map { ($0, gone) })))
             remoteNodes[node] = nil
         }
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.interval))) { [weak self] in
