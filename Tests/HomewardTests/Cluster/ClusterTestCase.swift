@@ -78,7 +78,7 @@ class ClusterTestCase: EndToEndTestCase {
     func waitUntilFiringTimers(_ relay: TestRelay, within seconds: Double = 10) async throws {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
-            if await try relay.running.relay.firesTimers { return }
+            if try await relay.running.relay.firesTimers { return }
             try await Task.sleep(for: .milliseconds(50))
         }
         throw TestFailure("\(relay.configuration.nodeID) did not take the timers within \(seconds) s")
