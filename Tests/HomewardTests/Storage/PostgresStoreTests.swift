@@ -49,7 +49,9 @@ struct PostgresStoreTests {
             _ = try await PostgresStore.open(location, timeouts: .init(connect: .milliseconds(500), query: .milliseconds(500)),
                                              logger: Self.logger)
         }
-        #expect(clock.now - started < .seconds(3))
+        // Without the deadlines it would wait forever; the bound is loose, since a machine busy with other
+        // builds can take seconds to schedule the timeouts (this is not a measurement of their precision).
+        #expect(clock.now - started < .seconds(15))
         #expect(error.map { "\($0)" }?.contains("PostgreSQL") == true)
     }
 
