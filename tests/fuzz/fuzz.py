@@ -67,6 +67,10 @@ def _die_with_parent():
         pass
 
 
+# An unrelated pair's alarm during a control-frame flood: before the fix it took 3.6-4.9 s; on an idle
+# machine it takes well under 0.1 s. The bound sits between, with room for a machine busy with builds.
+FLOOD_ALARM_BOUND_S = 1.5
+
 class Relay:
     def __init__(self, binary: str, workdir: Path, extra_args: list[str]):
         self.binary = os.path.abspath(binary)
@@ -1075,7 +1079,7 @@ class Fuzzer:
                 grown = self.relay.rss_kb() - before
                 want = EXPECTED[key]["close"]
                 closed_ok = ended == "closed" and (code in want if isinstance(want, set) else True)
-                self.record(f"{key}:{label}", closed_ok and grown < 64 * 1024 and latency < 0.5,
+                self.record(f"{key}:{label}", closed_ok and grown < 64 * 1024 and latency < FLOOD_ALARM_BOUND_S,
                             f"{ended} (close {code}), RSS grew {grown // 1024} MB, unrelated alarm took {latency:.2f} s")
                 self.stats[f"{key}_alarm_s"] = round(latency, 3)
                 await self.health(key)
