@@ -11,9 +11,9 @@ public protocol RelayStore: Sendable {
     func apply(_ changes: [StoreChange]) async throws
     func passwordHash(of username: String) async throws -> String?
     func username(forTokenHash hash: String) async throws -> String?
-    /// How many writes other relays must hear of the store has committed so far (it may count one still
-    /// committing), or nil when the store does not count them (one relay alone). A relay whose cache was
-    /// loaded at a smaller count is behind the store.
+    /// How many writes other relays must hear of the store has committed so far (a write is counted after
+    /// its commit, never before), or nil when the store does not count them (one relay alone). A relay whose
+    /// cache was loaded at a smaller count is behind the store; one loaded at this count has every counted write.
     func changeCount() async throws -> Int64?
     /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
     func applyCounting(_ changes: [StoreChange]) async throws -> Int64?

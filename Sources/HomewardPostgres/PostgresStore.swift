@@ -83,7 +83,15 @@ public final class PostgresStore: RelayStore {
 
     public func load() async throws -> StoredState {
         try await withConnection("load") { db, logger in
-            try await db.withTransaction(logger: logger) { db in try await StoredState(db: db, logger: logger) }
+            // Read before the snapshot is taken: every change counted by then has committed (writes count
+            // after their commit), so the snapshot shows all of them, and a relay whose cache has this count
+            // is behind the store exactly when `changeCount()` is larger. (Read inside the snapshot, the
+            // count could name a write still committing that the snapshot lacks: a relay would then take
+            // its cache for current and write a session or an alarm back without that write.)
+            let count = try await Self.changeCount(db, logger: logger)
+            var stored = try await db.withTransaction(logger: logger) { db in try await StoredState(db: db, logger: logger) }
+            stored.changeCount = count
+            return stored
         }
     }
 
@@ -96,15 +104,22 @@ public final class PostgresStore: RelayStore {
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
         return try await withConnection("write") { db, logger in
-            try await db.withTransaction(logger: logger) { db -> Int64? in
+            try await db.withTransaction(logger: logger) { db in
                 for change in changes { try await change.execute(on: db, logger: logger) }
-                // Last, so the count runs ahead of the commit for as short a time as possible.
-                guard changes.contains(where: \.concernsOtherRelays) else { return nil }
+            }
+            guard changes.contains(where: \.concernsOtherRelays) else { return nil }
+            // Counted once committed, never before: a count that another relay reads (`changeCount`, `load`)
+            // names only writes it can see. The relay replies and publishes its notice after this.
+            do {
                 var count: Int64?
                 for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
                     count = value
                 }
                 return count
+            } catch {
+                // Committed all the same: the write's notice still makes the other relays reload.
+                logger.warning("a committed write was not counted", metadata: ["error": "\(error)"])
+                return nil
             }
         }
     }

@@ -11,9 +11,6 @@ extension StoredState {
         self.init()
         func rows(_ query: PostgresQuery) async throws -> PostgresRowSequence { try await db.query(query, logger: logger) }
         try await rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        // Read first, as the snapshot is taken: the rows below show every change counted so far, but for
-        // one still committing at this instant (whose change notice will make the relay reload anyway).
-        changeCount = try await PostgresStore.changeCount(db, logger: logger)
 
         for try await (username, name, seen) in try await rows(
             "SELECT username, name, last_seen FROM users ORDER BY created_at, username"
