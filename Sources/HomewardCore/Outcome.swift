@@ -20,6 +20,11 @@ public struct Outcome: Sendable {
 
     public init() {}
 
+    /// Only durable changes (bookkeeping such as alarms marked delivered).
+    init(changes: [StoreChange]) {
+        self.changes = changes
+    }
+
     mutating func send(_ event: Event, to username: String) {
         events.append((username, event.json))
     }

@@ -71,6 +71,8 @@ public actor Relay {
     var revokedTokens: [String] = []
     /// When reading the store's change count last failed (see `catchUpWithStore`).
     var changeCountFailedAt: Int64 = .min / 2
+    /// Set when a write was refused because the cache is behind the store (see `onCurrentCache`).
+    var cacheBehind = false
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -278,6 +280,12 @@ public actor Relay {
             return nil
         }) {
             await handle(command)
+            // A refused write that no `onCurrentCache` decided again (bookkeeping stored with `try?`): the
+            // cache holds what was not stored and lacks what another relay stored; read it back now.
+            if cacheBehind {
+                cacheBehind = false
+                await reloadFromStore(afterRemoteChange: true)
+            }
             await afterCommand()
         }
     }
@@ -297,11 +305,11 @@ public actor Relay {
             await subscribePush(subscription, username: username, done: done)
         case .removePushSubscription(let id):
             guard await stateIsStored() else { return }
-            await complete(state.removePushSubscription(id))
+            await complete { state.removePushSubscription(id) }
         case .arrive(let session):
             // Lost during an outage: the walker's next position inside the destination arrives again.
             guard await stateIsStored() else { return }
-            await complete(state.arrive(session, now: clock()))
+            await complete { state.arrive(session, now: clock()) }
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
             timerDeadline = nil
@@ -404,11 +412,14 @@ public actor Relay {
         do throws(RelayError) {
             switch check {
             case .registered(let username, let name, let hash):
-                var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
-                try await persist(outcome.changes)
+                // Another relay may have registered the name since this cache was loaded: decided again then.
+                try await onCurrentCache { () async throws(RelayError) in
+                    var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
+                    outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
+                    try await persist(outcome.changes)
+                }
                 registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
@@ -422,7 +433,9 @@ public actor Relay {
                 try checkConnectionLimit(username, previous: previous)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
+                try await onCurrentCache { () async throws(RelayError) in
+                    try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
+                }
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
             }
@@ -477,13 +490,12 @@ public actor Relay {
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
         if backlogShown != nil { backlogShown?[auth.username] = backlog }
-        let delivered = state.markAlarmsDelivered(to: auth.username, now: now)
-        if !delivered.isEmpty { try? await persist(delivered) }
+        await complete { Outcome(changes: state.markAlarmsDelivered(to: auth.username, now: now)) }
         // Meeting points and messages that waited: stored as delivered before they go out.
-        await complete(state.deliverQueued(to: auth.username, now: now))
+        await complete { state.deliverQueued(to: auth.username, now: now) }
         if first {
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
-            await complete(state.ownerCameBack(auth.username))
+            await complete { state.ownerCameBack(auth.username) }
         }
         usersOnline.record(presence.onlineUserCount)
     }
@@ -558,69 +570,10 @@ public actor Relay {
     // MARK: Signed-in requests
 
     private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
-        let user = auth.username
-        let now = clock()
         do throws(RelayError) {
-            var outcome: Outcome
-            var authChange = RelayReply.AuthChange.unchanged
-            switch request {
-            case .logout, .logoutAll:
-                try await persist(state.logOut(user, token: auth.tokenHash, all: request == .logoutAll).changes)
-                detach(user, sink)
-                authChange = .signedOut
-                outcome = Outcome()
-            case .friendRequest(let target): outcome = try state.requestFriend(user, target, now: now)
-            case .friendAccept(let other): outcome = try state.acceptFriend(user, other, now: now)
-            case .friendDecline(let other): outcome = try state.declineFriend(user, other)
-            case .friendRemove(let other): outcome = try state.removeFriend(user, other)
-            case .friendList: outcome = state.friendList(user, presence: presence)
-            case .userSearch(let query): outcome = try state.searchUsers(user, query, now: now)
-            case .userBlock(let other): outcome = try state.block(user, other, now: now)
-            case .userUnblock(let other): outcome = try state.unblock(user, other)
-            case .userBlocks: outcome = state.blockList(user)
-            case .authSessions: outcome = state.tokenList(user, current: auth.tokenHash, now: now, lifetime: limits.tokenLifetime)
-            case .authRevoke(let id): outcome = try state.revokeToken(user, id: id)
-            case .sessionStart(let options): outcome = try state.startSession(user, options, now: now)
-            case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
-            case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)
-            case .sessionAccept(let id):
-                let hidden = await fetchLastPosition(of: state.sessions[id]?.owner, for: [user])
-                outcome = try state.acceptSession(user, id, presence: presence, hiddenElsewhere: !hidden.isEmpty)
-            case .sessionDecline(let id): outcome = try state.declineSession(user, id)
-            case .sessionLeave(let id): outcome = try state.leaveSession(user, id)
-            case .sessionEnd(let id): outcome = try state.endSession(user, id, now: now)
-            case .sessionList: outcome = state.listSessions(user)
-            case .alarmRaise(let raise):
-                outcome = try state.raiseAlarm(user, raise, presence: presence, now: now)
-                alarmsRaised.increment()
-            case .alarmAck(let id):
-                outcome = try state.acknowledgeAlarm(user, id)
-                if !outcome.changes.isEmpty { alarmsAcknowledged.increment() }
-            case .alarmCancel(let id, let reason): outcome = try state.cancelAlarm(user, id, reason: reason, now: now)
-            case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
-            case .pushUnsubscribe(let id): outcome = try state.unsubscribePush(user, id)
-            case .pushList: outcome = state.listPush(user)
-            case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
-            case .shareList: outcome = state.listShares(user, now: now)
-            case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
-            case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
-            case .friendLocation(let friend):
-                // Their last position lives on their relay when they are connected to another one.
-                let hidden = state.standing[friend]?.contains(user) == true ? await fetchLastPosition(of: friend, for: [user]) : []
-                outcome = try state.friendLocation(user, friend, presence: presence, now: now, hiddenElsewhere: !hidden.isEmpty)
-            case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
-            case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
-            case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
-            case .meetAccept(let id): outcome = try state.respondToMeeting(user, id, .accepted)
-            case .meetDecline(let id): outcome = try state.respondToMeeting(user, id, .declined)
-            case .meetCancel(let id): outcome = try state.cancelMeeting(user, id)
-            case .meetList: outcome = state.listMeetings(user)
-            case .msgSend(let to, let text): outcome = try state.sendMessage(user, to: to, text: text, presence: presence, now: now)
-            case .msgRead(let id): outcome = try state.readMessage(user, id, now: now)
-            case .register, .login, .hello, .position, .ping, .watch, .pushSubscribe:
-                throw .invalid("not served here")
+            let (outcome, authChange) = try await onCurrentCache { () async throws(RelayError) in
+                try await decideAndStore(request, auth: auth, sink: sink)
             }
-            try await persistWithPushes(&outcome, now: now)
             // Audiences change before the reply so that a position sent right after an ok
             // already reaches the new observer.
             applyAudience(outcome)
@@ -632,10 +585,81 @@ public actor Relay {
         }
     }
 
+    /// Decides a signed-in request on the cache and stores the outcome; nothing is sent yet.
+    private func decideAndStore(_ request: Request, auth: Authentication,
+                                sink: any ClientSink) async throws(RelayError) -> (Outcome, RelayReply.AuthChange) {
+        let user = auth.username
+        let now = clock()
+        var outcome: Outcome
+        var authChange = RelayReply.AuthChange.unchanged
+        switch request {
+        case .logout, .logoutAll:
+            try await persist(state.logOut(user, token: auth.tokenHash, all: request == .logoutAll).changes)
+            detach(user, sink)
+            authChange = .signedOut
+            outcome = Outcome()
+        case .friendRequest(let target): outcome = try state.requestFriend(user, target, now: now)
+        case .friendAccept(let other): outcome = try state.acceptFriend(user, other, now: now)
+        case .friendDecline(let other): outcome = try state.declineFriend(user, other)
+        case .friendRemove(let other): outcome = try state.removeFriend(user, other)
+        case .friendList: outcome = state.friendList(user, presence: presence)
+        case .userSearch(let query): outcome = try state.searchUsers(user, query, now: now)
+        case .userBlock(let other): outcome = try state.block(user, other, now: now)
+        case .userUnblock(let other): outcome = try state.unblock(user, other)
+        case .userBlocks: outcome = state.blockList(user)
+        case .authSessions: outcome = state.tokenList(user, current: auth.tokenHash, now: now, lifetime: limits.tokenLifetime)
+        case .authRevoke(let id): outcome = try state.revokeToken(user, id: id)
+        case .sessionStart(let options): outcome = try state.startSession(user, options, now: now)
+        case .sessionCheckin(let id, let checkInBy): outcome = try state.checkIn(user, id, checkInBy: checkInBy)
+        case .sessionInvite(let id, let invite): outcome = try state.inviteToSession(user, id, invite: invite)
+        case .sessionAccept(let id):
+            let hidden = await fetchLastPosition(of: state.sessions[id]?.owner, for: [user])
+            outcome = try state.acceptSession(user, id, presence: presence, hiddenElsewhere: !hidden.isEmpty)
+        case .sessionDecline(let id): outcome = try state.declineSession(user, id)
+        case .sessionLeave(let id): outcome = try state.leaveSession(user, id)
+        case .sessionEnd(let id): outcome = try state.endSession(user, id, now: now)
+        case .sessionList: outcome = state.listSessions(user)
+        case .alarmRaise(let raise): outcome = try state.raiseAlarm(user, raise, presence: presence, now: now)
+        case .alarmAck(let id): outcome = try state.acknowledgeAlarm(user, id)
+        case .alarmCancel(let id, let reason): outcome = try state.cancelAlarm(user, id, reason: reason, now: now)
+        case .alarmContacts(let usernames): outcome = try state.alarmContacts(user, set: usernames)
+        case .pushUnsubscribe(let id): outcome = try state.unsubscribePush(user, id)
+        case .pushList: outcome = state.listPush(user)
+        case .shareCreate(let id, let ttl): outcome = try state.createShare(user, id, ttl: ttl, token: Token.mint(), now: now)
+        case .shareList: outcome = state.listShares(user, now: now)
+        case .shareRevoke(let id): outcome = try state.revokeShare(user, id)
+        case .shareAlways(let with): outcome = try state.shareAlways(user, with: with)
+        case .friendLocation(let friend):
+            // Their last position lives on their relay when they are connected to another one.
+            let hidden = state.standing[friend]?.contains(user) == true ? await fetchLastPosition(of: friend, for: [user]) : []
+            outcome = try state.friendLocation(user, friend, presence: presence, now: now, hiddenElsewhere: !hidden.isEmpty)
+        case .locationPause(let from, let until): outcome = try state.pauseLocation(user, from: from, until: until)
+        case .locationResume(let from): outcome = try state.resumeLocation(user, from: from)
+        case .meetPropose(let proposal): outcome = try state.proposeMeeting(user, proposal, presence: presence, now: now)
+        case .meetAccept(let id): outcome = try state.respondToMeeting(user, id, .accepted)
+        case .meetDecline(let id): outcome = try state.respondToMeeting(user, id, .declined)
+        case .meetCancel(let id): outcome = try state.cancelMeeting(user, id)
+        case .meetList: outcome = state.listMeetings(user)
+        case .msgSend(let to, let text): outcome = try state.sendMessage(user, to: to, text: text, presence: presence, now: now)
+        case .msgRead(let id): outcome = try state.readMessage(user, id, now: now)
+        case .register, .login, .hello, .position, .ping, .watch, .pushSubscribe:
+            throw .invalid("not served here")
+        }
+        let changed = !outcome.changes.isEmpty
+        try await persistWithPushes(&outcome, now: now)
+        // Counted once stored: a request decided again on a fresh cache is one alarm.
+        if case .alarmRaise = request { alarmsRaised.increment() }
+        if case .alarmAck = request, changed { alarmsAcknowledged.increment() }
+        return (outcome, authChange)
+    }
+
     private func subscribePush(_ subscription: Request.PushSubscribe, username: String, done: @escaping Completion) async {
         do throws(RelayError) {
-            let outcome = try state.subscribePush(username, subscription, limit: push.maxSubscriptionsPerUser, now: clock())
-            try await persist(outcome.changes)
+            let outcome = try await onCurrentCache { () async throws(RelayError) in
+                let outcome = try state.subscribePush(username, subscription, limit: push.maxSubscriptionsPerUser, now: clock())
+                try await persist(outcome.changes)
+                return outcome
+            }
             done(.success(RelayReply(outcome.reply, auth: .unchanged)))
         } catch {
             done(.failure(error))
@@ -708,12 +732,18 @@ public actor Relay {
         }
     }
 
-    /// Persists and publishes an outcome that no request is waiting for.
-    private func complete(_ outcome: Outcome) async {
-        guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
-        var outcome = outcome
+    /// Decides work that no request is waiting for (`decide`, on the cache), persists and publishes its
+    /// outcome; decided again on a fresh cache when another relay wrote in between (`onCurrentCache`), so
+    /// that due work a refused write did not store fires on what is stored.
+    private func complete(_ decide: () -> Outcome) async {
         do {
-            try await persistWithPushes(&outcome, now: clock())
+            let outcome = try await onCurrentCache { () async throws(RelayError) in
+                var outcome = decide()
+                guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return outcome }
+                try await persistWithPushes(&outcome, now: clock())
+                return outcome
+            }
+            guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
             applyAudience(outcome)
             deliverEvents(outcome)
         } catch {
@@ -724,10 +754,14 @@ public actor Relay {
     // MARK: Schedules
 
     func fireDueWork() async {
-        let before = state.alarms.count
-        let outcome = state.fireDue(now: clock(), presence: presence)
-        if state.alarms.count > before { alarmsRaised.increment(by: state.alarms.count - before) }
-        await complete(outcome)
+        var raised = 0
+        await complete {
+            let before = state.alarms.count
+            let outcome = state.fireDue(now: clock(), presence: presence)
+            raised = max(0, state.alarms.count - before)
+            return outcome
+        }
+        if raised > 0 { alarmsRaised.increment(by: raised) }
         armTimer()
     }
 
@@ -762,10 +796,15 @@ public actor Relay {
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         do {
-            let count = try await store.applyCounting(changes)
+            let count = try await store.applyCounting(changes, expecting: state.loadedChangeCount)
             if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
             state.noteOwnWrite(count)
+        } catch let behind as StoreCacheBehind where busIsShared {
+            // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
+            cacheBehind = true
+            logger.debug("write refused: the cache is behind the store", metadata: ["error": "\(behind)"])
+            throw .storage("\(behind)")
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
             // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).
@@ -778,6 +817,34 @@ public actor Relay {
             throw .storage("\(error)")
         }
     }
+
+    /// Runs `attempt` (decide on the cache, store what it decided; send nothing before) and, when its write
+    /// was refused because another relay wrote since the cache was loaded (`StoreCacheBehind`), runs it again
+    /// on the state reloaded from the store, up to `writeAttempts` times in all; then the refusal stands as
+    /// the storage error. Nothing of a refused attempt stays: the state from before it is what is reloaded
+    /// (what is not stored, such as rate limits and request notices, as it was before the attempt).
+    /// A relay alone is never refused: it runs `attempt` once, and keeps no copy of the state.
+    func onCurrentCache<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
+        guard busIsShared else { return try await attempt() }
+        var attempts = 1
+        while true {
+            let before = state
+            cacheBehind = false
+            do {
+                return try await attempt()
+            } catch {
+                guard cacheBehind else { throw error }
+                cacheBehind = false
+                state = before
+                let reloaded = await reloadFromStore(afterRemoteChange: true)
+                guard reloaded, attempts < Self.writeAttempts else { throw error }
+                attempts += 1
+            }
+        }
+    }
+
+    /// How many times a request is decided and written before a refusal (`StoreCacheBehind`) is its answer.
+    static let writeAttempts = 3
 
     /// Reads the durable state back after a failed write. When that fails too (the database is down),
     /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or

@@ -16,7 +16,11 @@ public protocol RelayStore: Sendable {
     /// cache was loaded at a smaller count is behind the store; one loaded at this count has every counted write.
     func changeCount() async throws -> Int64?
     /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
-    func applyCounting(_ changes: [StoreChange]) async throws -> Int64?
+    /// A store shared by several relays refuses, with `StoreCacheBehind` and nothing applied, a counted write
+    /// whose relay's cache was not loaded at the store's current count (`expecting`, the cache's count, nil
+    /// when it has none): that cache may lack another relay's write, and a session, alarm or meeting point
+    /// written whole from it would undo that write. A store that counts nothing ignores `expecting`.
+    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64?
     /// The secret `name` that every relay sharing this store must use (the VAPID key), or nil when the
     /// store is one relay's own and keeps no such secrets (the relay keeps them in its data directory).
     /// Given a `candidate`, a store without a value stores it first, once: relays starting together all get
@@ -27,14 +31,32 @@ public protocol RelayStore: Sendable {
 extension RelayStore {
     public func changeCount() async throws -> Int64? { nil }
 
-    /// `apply`, returning the change count the write itself took (nil when it took none).
-    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+    /// `apply`, returning the change count the write itself took (nil when it took none): a store alone
+    /// behind one relay checks nothing.
+    public func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
         try await apply(changes)
         return nil
     }
 
     /// One relay's own store shares no secrets.
     public func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String? { nil }
+}
+
+/// A write refused because the writing relay's cache is behind the store: another relay committed a
+/// counted write since the cache was loaded. Nothing was applied; the relay reloads and decides again.
+public struct StoreCacheBehind: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The count the writing relay's cache was loaded at, and the store's.
+    public let expected: Int64?
+    public let current: Int64
+
+    public init(expected: Int64?, current: Int64) {
+        self.expected = expected
+        self.current = current
+    }
+
+    public var description: String {
+        "the relay's cache (change count \(expected.map(String.init) ?? "none")) is behind the store (\(current))"
+    }
 }
 
 /// What a store hands back at start-up.

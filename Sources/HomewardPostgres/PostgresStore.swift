@@ -83,43 +83,66 @@ public final class PostgresStore: RelayStore {
 
     public func load() async throws -> StoredState {
         try await withConnection("load") { db, logger in
-            // Read before the snapshot is taken: every change counted by then has committed (writes count
-            // after their commit), so the snapshot shows all of them, and a relay whose cache has this count
-            // is behind the store exactly when `changeCount()` is larger. (Read inside the snapshot, the
-            // count could name a write still committing that the snapshot lacks: a relay would then take
-            // its cache for current and write a session or an alarm back without that write.)
-            let count = try await Self.changeCount(db, logger: logger)
-            var stored = try await db.withTransaction(logger: logger) { db in try await StoredState(db: db, logger: logger) }
-            stored.changeCount = count
-            return stored
+            try await db.withTransaction(logger: logger) { db in
+                // The count a load returns must name only writes its data shows: a relay whose cache has this
+                // count takes it for current and writes from it. Every counted write holds the write lock
+                // (`writeLock`) exclusively from its first statement until its commit, and draws its count
+                // under it; this load holds it shared from its first statement on. So while the load reads,
+                // no counted write is between its count and its commit, and none commits: the count read
+                // names committed writes only, and every statement after it sees all of them and no later
+                // one. READ COMMITTED, not REPEATABLE READ: a repeatable-read snapshot is taken at the first
+                // statement, the one that waits for the lock, and would miss a write that commits while it
+                // waits; read-committed statements each see what committed before they start, which under
+                // the shared lock is the same for all of them, but for last-seen times and token uses
+                // (uncounted, they take no lock; any value of them is right).
+                _ = try await db.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY", logger: logger).collect()
+                _ = try await db.query("SELECT pg_advisory_xact_lock_shared(\(Self.writeLock))", logger: logger).collect()
+                let count = try await Self.changeCount(db, logger: logger)
+                var stored = try await StoredState(db: db, logger: logger)
+                stored.changeCount = count
+                return stored
+            }
         }
     }
 
     public func apply(_ changes: [StoreChange]) async throws {
-        _ = try await applyCounting(changes)
+        _ = try await applyCounting(changes, expecting: nil)
     }
 
-    public func applyCounting(_ changes: [StoreChange]) async throws -> Int64? {
+    /// The transaction-level advisory lock ("hwwrites") that serialises counted writes (held exclusively)
+    /// against each other and against loads (held shared); distinct from the migration lock and the timer lease.
+    static let writeLock: Int64 = 0x6877_7772_6974_6573
+
+    /// A write that concerns other relays (`StoreChange.concernsOtherRelays`) takes the write lock first, and
+    /// with `expecting` (the writing relay's cache count) checks that no other counted write came since its
+    /// cache was loaded: if one did, it throws `StoreCacheBehind` and rolls back, nothing applied. Its count
+    /// is drawn under the lock, last, so that counts follow commits in order and the next writer (or load)
+    /// sees this count only with this write committed. Without `expecting` (`apply`) it checks nothing.
+    /// Writes that concern nobody else (last-seen times, token use) take no lock and are not counted.
+    public func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
         guard !changes.isEmpty else { return nil }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
+        let counted = changes.contains(where: \.concernsOtherRelays)
         return try await withConnection("write") { db, logger in
-            try await db.withTransaction(logger: logger) { db in
-                for change in changes { try await change.execute(on: db, logger: logger) }
-            }
-            guard changes.contains(where: \.concernsOtherRelays) else { return nil }
-            // Counted once committed, never before: a count that another relay reads (`changeCount`, `load`)
-            // names only writes it can see. The relay replies and publishes its notice after this.
             do {
-                var count: Int64?
-                for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
-                    count = value
+                return try await db.withTransaction(logger: logger) { db -> Int64? in
+                    if counted {
+                        _ = try await db.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger).collect()
+                        let current = try await Self.changeCount(db, logger: logger)
+                        if let expecting, current != expecting { throw StoreCacheBehind(expected: expecting, current: current) }
+                    }
+                    for change in changes { try await change.execute(on: db, logger: logger) }
+                    guard counted else { return nil }
+                    var count: Int64?
+                    for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
+                        count = value
+                    }
+                    return count
                 }
-                return count
-            } catch {
-                // Committed all the same: the write's notice still makes the other relays reload.
-                logger.warning("a committed write was not counted", metadata: ["error": "\(error)"])
-                return nil
+            } catch let error as PostgresTransactionError {
+                if let behind = error.closureError as? StoreCacheBehind { throw behind }
+                throw error
             }
         }
     }
@@ -134,6 +157,8 @@ public final class PostgresStore: RelayStore {
     static let changeCountTimeout = Duration.milliseconds(500)
 
     /// The sequence's last value (0 before the first write), outside any snapshot: sequences are not transactional.
+    /// Read without the write lock (`changeCount()`), it may name a write whose commit is under way: a relay
+    /// that then reloads waits for that commit (the load's shared lock), so it is never told a count too small.
     static func changeCount(_ db: PostgresConnection, logger: Logger) async throws -> Int64 {
         var count: Int64 = 0
         for try await (last, called) in try await db.query("SELECT last_value, is_called FROM relay_changes", logger: logger)
@@ -175,6 +200,9 @@ public final class PostgresStore: RelayStore {
             return try await withDeadline(timeout ?? timeouts.query, operation: operation) {
                 try await client.withConnection { db in try await body(db, logger) }
             }
+        } catch let behind as StoreCacheBehind {
+            // Not a failure of the store: the relay reloads and decides again.
+            throw behind
         } catch {
             throw PostgresStoreError.wrap(error, operation: operation)
         }

@@ -6,12 +6,11 @@ import PostgresNIO
 
 extension StoredState {
     /// Reads everything the relay keeps in memory (the same rows, in the same order, as the SQLite store),
-    /// inside one read-only repeatable-read transaction: one consistent snapshot.
+    /// inside the caller's transaction, which makes the reads consistent (`PostgresStore.load`: under the
+    /// write lock, shared).
     init(db: PostgresConnection, logger: Logger) async throws {
         self.init()
         func rows(_ query: PostgresQuery) async throws -> PostgresRowSequence { try await db.query(query, logger: logger) }
-        try await rows("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-
         for try await (username, name, seen) in try await rows(
             "SELECT username, name, last_seen FROM users ORDER BY created_at, username"
         ).decode((String, Data, Int64?).self) {
