@@ -844,7 +844,7 @@ public actor Relay {
     }
 
     /// How many times a request is decided and written before a refusal (`StoreCacheBehind`) is its answer.
-    static let writeAttempts = 3
+    public static let writeAttempts = 3
 
     /// Reads the durable state back after a failed write. When that fails too (the database is down),
     /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or
