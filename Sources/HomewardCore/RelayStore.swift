@@ -11,14 +11,15 @@ public protocol RelayStore: Sendable {
     func apply(_ changes: [StoreChange]) async throws
     func passwordHash(of username: String) async throws -> String?
     func username(forTokenHash hash: String) async throws -> String?
-    /// How many writes other relays must hear of the store has committed so far (a write is counted after
-    /// its commit, never before), or nil when the store does not count them (one relay alone). A relay whose
-    /// cache was loaded at a smaller count is behind the store; one loaded at this count has every counted write.
+    /// How many writes other relays must hear of the store has counted so far, or nil when the store does not
+    /// count them (one relay alone). A relay whose cache was loaded at a smaller count is behind the store. A
+    /// load never returns a count its data lacks; the count read here may name a write whose commit is under
+    /// way, and a load then waits for that commit.
     func changeCount() async throws -> Int64?
     /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
     /// A store shared by several relays refuses, with `StoreCacheBehind` and nothing applied, a counted write
-    /// whose relay's cache was not loaded at the store's current count (`expecting`, the cache's count, nil
-    /// when it has none): that cache may lack another relay's write, and a session, alarm or meeting point
+    /// whose relay's cache was not loaded at the store's current count (`expecting`, the cache's count; nil
+    /// checks nothing): that cache may lack another relay's write, and a session, alarm or meeting point
     /// written whole from it would undo that write. A store that counts nothing ignores `expecting`.
     func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64?
     /// The secret `name` that every relay sharing this store must use (the VAPID key), or nil when the

@@ -89,8 +89,8 @@ public final class PostgresStore: RelayStore {
                 // (`writeLock`) exclusively from its first statement until its commit, and draws its count
                 // under it; this load holds it shared from its first statement on. So while the load reads,
                 // no counted write is between its count and its commit, and none commits: the count read
-                // names committed writes only, and every statement after it sees all of them and no later
-                // one. READ COMMITTED, not REPEATABLE READ: a repeatable-read snapshot is taken at the first
+                // names committed writes only (or rolled-back ones, which left nothing), and every statement
+                // after it sees all of them and no later one. READ COMMITTED, not REPEATABLE READ: a repeatable-read snapshot is taken at the first
                 // statement, the one that waits for the lock, and would miss a write that commits while it
                 // waits; read-committed statements each see what committed before they start, which under
                 // the shared lock is the same for all of them, but for last-seen times and token uses
