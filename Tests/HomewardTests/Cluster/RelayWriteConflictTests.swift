@@ -5,14 +5,14 @@ import XCTest
 
 /// A relay whose write is refused because another relay wrote since its cache was loaded
 /// (`StoreCacheBehind`): it decides the request again on the reloaded state, and nothing of the refused
-/// attempt is sent or kept. Driven directly (manual clock, SQLite behind a `CountingStore`, recording bus).
+/// attempt is sent or kept. Driven directly (manual clock, SQLite behind a `InterleavingStore`, recording bus).
 final class RelayWriteConflictTests: XCTestCase {
-    private func harness() async throws -> (SafetyHarness, CountingStore, RecordingBus) {
+    private func harness() async throws -> (SafetyHarness, InterleavingStore, RecordingBus) {
         let bus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
+        let counting = Mutex<InterleavingStore?>(nil)
         let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
                                               wrapStore: { store in
-                                                  let wrapped = CountingStore(store)
+                                                  let wrapped = InterleavingStore(store)
                                                   counting.withLock { $0 = wrapped }
                                                   return wrapped
                                               }, bus: bus)
@@ -20,7 +20,7 @@ final class RelayWriteConflictTests: XCTestCase {
     }
 
     /// Carol's accept on another relay lands between bob's relay reading the count and writing bob's accept.
-    private static func carolAccepts(_ id: String) -> CountingStore.Write {
+    private static func carolAccepts(_ id: String) -> InterleavingStore.Write {
         { stored in
             guard var session = stored.sessions.first(where: { $0.id == id }) else { return [] }
             session.set(.accepted, for: "carol")

@@ -5,7 +5,7 @@ import Synchronization
 /// relays sharing it (`PostgresStore.applyCounting`): a counted write from a cache loaded at another count is
 /// refused (`StoreCacheBehind`). "Another relay" commits what `interleave` gives it just before the relay's
 /// next counted writes, after the relay last read the count: the race two relays run in a cluster.
-final class CountingStore: RelayStore {
+final class InterleavingStore: RelayStore {
     typealias Write = @Sendable (StoredState) -> [StoreChange]
 
     private let store: any RelayStore
