@@ -1,3 +1,4 @@
+import HomewardProtocol
 import NIOCore
 import NIOHTTP1
 
@@ -10,16 +11,22 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let metrics: @Sendable () -> [UInt8]
     private let site: WebSite
     private let security: SecurityHeaders
-    /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
-    var vapidPublicKey = ""
+    /// The body of `GET /v1/push/key` (protocol 1.1, push): the VAPID public key browsers subscribe with.
+    private let pushKey: ByteBuffer
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
 
-    init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil)) {
+    static let pushKeyPath = "/v1/push/key"
+
+    init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil),
+         vapidPublicKey: String = "") {
         self.metrics = metrics
         self.site = site
         self.security = SecurityHeaders(tileSource: site.tiles?.cspSource)
+        var body = JSONWriter.encode(["vapidPublicKey": .string(vapidPublicKey)])
+        body.writeString("\n")
+        self.pushKey = body
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -57,7 +64,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             answer.headers.add(name: "Sec-WebSocket-Version", value: "13")
             return answer
         }
-        let known = path == "/healthz" || path == "/metrics" || site.serves(path)
+        let known = path == "/healthz" || path == "/metrics" || path == Self.pushKeyPath || site.serves(path)
         guard head.method == .GET || head.method == .HEAD else {
             guard known else { return HTTPAnswer(.notFound, "not found\n") }
             var answer = HTTPAnswer(.methodNotAllowed, "only GET and HEAD\n")
@@ -71,8 +78,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var answer = HTTPAnswer(.ok, "", contentType: "text/plain; version=0.0.4; charset=utf-8")
             answer.body = ByteBuffer(bytes: metrics())
             return answer
-        case "/v1/push/key":
-            return HTTPAnswer(.ok, "{\"vapidPublicKey\":\"\(vapidPublicKey)\"}\n", contentType: "application/json")
+        case Self.pushKeyPath:
+            var answer = HTTPAnswer(.ok, "", contentType: "application/json")
+            answer.body = pushKey
+            return answer
         default:
             return site.answer(path: path, headers: head.headers)
         }

@@ -279,8 +279,7 @@ struct PipelineFactory: Sendable {
         return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-            let http = HTTPHandler(metrics: exposition, site: site)
-            http.vapidPublicKey = vapidPublicKey
+            let http = HTTPHandler(metrics: exposition, site: site, vapidPublicKey: vapidPublicKey)
             let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: limits.maxMessageBytes,
