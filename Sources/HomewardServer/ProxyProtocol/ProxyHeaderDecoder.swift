@@ -126,11 +126,13 @@ struct ProxyHeaderDecoder {
     }
 
     private static func textAddress(_ host: Substring, port: Substring, ipv6: Bool) throws(ProxyHeaderError) -> SocketAddress {
+        // Decimal without leading zeroes (the specification forbids them: they could be read as octal).
         guard (1...5).contains(port.utf8.count), port.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-              let number = Int(port), number <= 65535 else {
+              port == "0" || !port.hasPrefix("0"), let number = Int(port), number <= 65535 else {
             throw .malformedText("bad port '\(port)'")
         }
-        // No scope ids ("fe80::1%eth0"): NIO would look those up as interface names.
+        // inet_pton: dotted quads without leading zeroes, IPv6 in any valid form; no scope ids
+        // ("fe80::1%eth0"), which NIO would look up as interface names.
         guard !host.contains("%"), let address = try? SocketAddress(ipAddress: String(host), port: number) else {
             throw .malformedText("bad address '\(host)'")
         }

@@ -4,14 +4,6 @@ import XCTest
 /// `--proxy-protocol-from` on the real executable: what is not a list of address blocks stops the relay
 /// at start-up, from the flag and from HOMEWARD_PROXY_PROTOCOL_FROM alike, and `--help` explains it.
 final class ProxyProtocolFlagTests: XCTestCase {
-    private func runRelay(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-proxy-flag-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: data) }
-        return try runToEnd(RelayProcess.executable(),
-                            ["--host", "127.0.0.1", "--port", "0", "--data-dir", data.path] + arguments,
-                            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
-    }
-
     func testWhatIsNotAListOfAddressBlocksIsAStartupError() throws {
         let cases: [([String], [String: String], String)] = [
             (["--proxy-protocol-from", "10.0.0.1/8"], [:], "bits set beyond the /8 prefix"),
@@ -20,7 +12,7 @@ final class ProxyProtocolFlagTests: XCTestCase {
             ([], ["HOMEWARD_PROXY_PROTOCOL_FROM": "10.0.0.0/33"], "prefix length must be 0 to 32"),
         ]
         for (arguments, environment, expected) in cases {
-            let (status, output) = try runRelay(arguments, environment: environment)
+            let (status, output) = try runRelayToEnd(arguments, environment: environment)
             XCTAssertNotEqual(status, 0, "\(arguments) \(environment)")
             XCTAssertTrue(output.contains("--proxy-protocol-from"), "\(arguments) \(environment): \(output)")
             XCTAssertTrue(output.contains(expected), "\(arguments) \(environment): \(output)")
@@ -28,7 +20,7 @@ final class ProxyProtocolFlagTests: XCTestCase {
     }
 
     func testHelpExplainsWhoMaySendTheHeader() throws {
-        let (status, output) = try runRelay(["--help"])
+        let (status, output) = try runRelayToEnd(["--help"])
         XCTAssertEqual(status, 0)
         XCTAssertTrue(output.contains("--proxy-protocol-from <cidr[,cidr...]>"), output)
         XCTAssertTrue(output.contains("PROXY protocol"), output)

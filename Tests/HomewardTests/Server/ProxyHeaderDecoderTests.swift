@@ -35,6 +35,7 @@ final class ProxyHeaderDecoderTests: XCTestCase {
         XCTAssertEqual(address(header), "192.0.2.7")
         XCTAssertEqual(header.source?.port, 51234)
         XCTAssertEqual(rest, clientHello)
+        XCTAssertEqual(try decode(ProxyHeaderBytes.v1("PROXY TCP4 192.0.2.7 127.0.0.1 0 8443")).0.source?.port, 0)
     }
 
     func testV1TCP6NamesTheClientAndAnIPv4MappedOneCountsAsIPv4() throws {
@@ -61,6 +62,8 @@ final class ProxyHeaderDecoderTests: XCTestCase {
             "PROXY TCP6 fe80::1%eth0 ::1 51234 8443",           // no scope ids
             "PROXY TCP4 192.0.2.7 127.0.0.1 65536 8443",
             "PROXY TCP4 192.0.2.7 127.0.0.1 +80 8443",
+            "PROXY TCP4 192.0.2.7 127.0.0.1 051234 8443",      // leading zeroes, in ports
+            "PROXY TCP4 192.0.2.07 127.0.0.1 51234 8443",       // and in addresses
             "PROXY TCP4 192.0.2.7 127.0.0.1 51234 ",
             "PROXY UDP4 192.0.2.7 127.0.0.1 51234 8443",
             "PROXY ",
