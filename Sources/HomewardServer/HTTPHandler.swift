@@ -11,8 +11,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let metrics: @Sendable () -> [UInt8]
     private let site: WebSite
     private let security: SecurityHeaders
-    /// The body of `GET /v1/push/key` (protocol 1.1, push): the VAPID public key browsers subscribe with.
-    private let pushKey: ByteBuffer
+    /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
+    private let vapidPublicKey: String
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
@@ -24,9 +24,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.metrics = metrics
         self.site = site
         self.security = SecurityHeaders(tileSource: site.tiles?.cspSource)
-        var body = JSONWriter.encode(["vapidPublicKey": .string(vapidPublicKey)])
-        body.writeString("\n")
-        self.pushKey = body
+        self.vapidPublicKey = vapidPublicKey
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -79,8 +77,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             answer.body = ByteBuffer(bytes: metrics())
             return answer
         case Self.pushKeyPath:
+            // Encoded when asked for, not per connection: most connections upgrade without asking.
             var answer = HTTPAnswer(.ok, "", contentType: "application/json")
-            answer.body = pushKey
+            JSONWriter.write(["vapidPublicKey": .string(vapidPublicKey)], into: &answer.body)
+            answer.body.writeString("\n")
             return answer
         default:
             return site.answer(path: path, headers: head.headers)
