@@ -20,14 +20,14 @@ enum ClusterCodec {
             ("events", .array(notice.events.map { JSONValue.object([("to", .strings($0.recipients)), ("event", $0.message)]) })),
             ("closeViewers", .strings(notice.closeViewers)),
             ("revokedTokens", .strings(notice.revokedTokens)),
-        ]))
+        ] + members(of: notice.commits)))
     }
 
     static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
         let json = try parse(payload)
         guard let node = json.string("node") else { throw DecodingError.malformed("a notice without node") }
         var notice = ChangeNotice(node: node, closeViewers: json.array("closeViewers").compactMap(\.stringValue),
-                                  revokedTokens: json.array("revokedTokens").compactMap(\.stringValue))
+                                  revokedTokens: json.array("revokedTokens").compactMap(\.stringValue), commits: commits(in: json))
         for event in json.array("events") {
             guard case .array(let to)? = event["to"], let message = event["event"], case .object = message else {
                 throw DecodingError.malformed("an event without to or event")

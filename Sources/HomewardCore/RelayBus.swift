@@ -65,6 +65,23 @@ public struct ChangeNotice: Sendable, Equatable {
     public var closeViewers: [String]
     /// Hashes of tokens revoked (logout, `auth.revoke`): connections signed in with them are closed.
     public var revokedTokens: [String]
+    /// The commits behind the notice, in the order the relay made them, for the others to apply to their
+    /// caches instead of reloading (see `Relay+Deltas`). Nil when they cannot be known (a relay of another
+    /// version sent it, or it could not be read): the receiver then reloads from the store.
+    public var commits: [Commit]?
+
+    /// One transaction of the committing relay.
+    public struct Commit: Sendable, Equatable {
+        /// The store's change count the commit took (`RelayStore.applyCounting`); nil when the store counts none.
+        public var count: Int64?
+        /// Its changes that other relays' caches hold (`StoreChange.isCached`).
+        public var changes: [StoreChange]
+
+        public init(count: Int64?, changes: [StoreChange]) {
+            self.count = count
+            self.changes = changes
+        }
+    }
 
     public struct Event: Sendable, Equatable {
         public var recipients: [String]
@@ -76,12 +93,17 @@ public struct ChangeNotice: Sendable, Equatable {
         }
     }
 
-    public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = []) {
+    public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = [],
+                commits: [Commit]? = []) {
         self.node = node
         self.events = events
         self.closeViewers = closeViewers
         self.revokedTokens = revokedTokens
+        self.commits = commits
     }
+
+    /// Stands for a notice the bus could not read: it tells nothing but that the cache must be reloaded.
+    public static let unreadable = ChangeNotice(node: "", commits: nil)
 }
 
 /// One relay's connected users: all of them once a second (`full`), and in between, within
