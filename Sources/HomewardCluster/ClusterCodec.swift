@@ -4,7 +4,8 @@ import NIOCore
 
 /// How change notices and presence digests look on the bus: JSON objects, written with the relay's own
 /// writer and read with its parser (depth-limited), so a bad message from the bus is refused, not trusted.
-enum ClusterCodec {
+/// Public for `homeward-cache-bench`, which measures what a relay spends on a notice.
+public enum ClusterCodec {
     enum DecodingError: Error, CustomStringConvertible {
         case malformed(String)
         var description: String {
@@ -14,7 +15,7 @@ enum ClusterCodec {
         }
     }
 
-    static func encode(_ notice: ChangeNotice) -> ByteBuffer {
+    public static func encode(_ notice: ChangeNotice) -> ByteBuffer {
         JSONWriter.encode(.object([
             ("node", .string(notice.node)),
             ("events", .array(notice.events.map { JSONValue.object([("to", .strings($0.recipients)), ("event", $0.message)]) })),
@@ -23,7 +24,7 @@ enum ClusterCodec {
         ] + members(of: notice.commits)))
     }
 
-    static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
+    public static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
         let json = try parse(payload)
         guard let node = json.string("node") else { throw DecodingError.malformed("a notice without node") }
         var notice = ChangeNotice(node: node, closeViewers: json.array("closeViewers").compactMap(\.stringValue),

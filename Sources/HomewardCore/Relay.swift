@@ -783,7 +783,7 @@ public actor Relay {
                 notice.commits?.append(ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached)))
             }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(count)
+            state.noteOwnWrite(count, changes: changes)
         } catch {
             logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
             // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).

@@ -62,20 +62,25 @@ extension RelayState {
             let unique = StoreChange.unique(list)
             contacts[owner] = unique.isEmpty ? nil : unique
         case let .saveSession(session):
+            // Saving an ended session leaves it ended in the store.
+            guard !endedSessions.contains(session.id) else { break }
             let before = sessions[session.id]?.owner
             unindex(session: session.id)
             index(session)
             return [session.owner] + (before.map { [$0] } ?? [])
         case let .endSession(id, _, _):
+            endedSessions.insert(id)
             let owner = sessions[id]?.owner
             unindex(session: id)
             return owner.map { [$0] } ?? []
         case let .saveAlarm(alarm):
+            guard !endedAlarms.contains(alarm.id) else { break }
             let before = alarms[alarm.id]?.owner
             unindex(alarm: alarm.id)
             index(alarm.asStored)
             return [alarm.owner] + (before.map { [$0] } ?? [])
         case let .endAlarm(id, _, _):
+            endedAlarms.insert(id)
             let owner = alarms[id]?.owner
             unindex(alarm: id)
             return owner.map { [$0] } ?? []
@@ -144,7 +149,12 @@ extension RelayState {
     /// order: it does when it directly follows the loaded count. Otherwise another relay's commit came
     /// in between and is not applied here yet; applying it later would put it after this one, so the
     /// cache counts as out of order until its next reload (`ownWriteAhead`).
-    mutating func noteOwnWrite(_ count: Int64?) {
+    /// Its own ends of sessions and alarms are remembered as the others' are (`RecentlyEnded`).
+    mutating func noteOwnWrite(_ count: Int64?, changes: [StoreChange]) {
+        for change in changes {
+            if case .endSession(let id, _, _) = change { endedSessions.insert(id) }
+            if case .endAlarm(let id, _, _) = change { endedAlarms.insert(id) }
+        }
         guard let count, let loaded = loadedChangeCount else { return }
         if count == loaded + 1 {
             loadedChangeCount = count

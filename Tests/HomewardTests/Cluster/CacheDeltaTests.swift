@@ -156,6 +156,8 @@ struct CacheDeltaTests {
             [.removeMessage(id: "mg_1"), .removeMeeting(id: "mt_1")],
             [.endAlarm(id: "al_1", reason: "cancelled", at: 8_000)],
             [.saveShare(share("sh_3", "hash3")), .endSession(id: "se_1", reason: "ended", at: 8_500), .removeShare(id: "sh_1")],
+            // Saves that crossed the end on another relay (an accept as the owner ends): the store keeps them ended.
+            [.saveSession(sessionLater), .saveAlarm(alarmLater)],
             [.removeFriendship("ann", "cat"), .revokeToken(hash: "t_ann")],
             [.createUser(UserProfile(username: "eve", name: "Eve"), passwordHash: "h", at: 9_000),
              .createToken(hash: "t_eve", username: "eve", at: 9_000), .addFriendRequest(from: "eve", to: "ann", at: 9_000),
@@ -204,6 +206,24 @@ struct CacheDeltaTests {
         "lastSeen", "savePushSubscription", "deletePushSubscription", "enqueueOutbox", "cancelAlarmPushes", "saveShare",
         "removeShare", "setStandingShare", "savePause", "removePause", "saveMeeting", "removeMeeting", "saveMessage", "removeMessage",
     ]
+
+    @Test func aSaveThatCrossedThisRelaysOwnEndIsIgnoredAsTheStoreIgnoresIt() async throws {
+        let store = try SQLiteStore.inMemory()
+        try await store.apply(Array(Self.script.prefix(13).joined()))
+        var cache = RelayState(try await store.load())
+        // This relay ended the session and the alarm itself (its rules changed its cache; it stored the ends).
+        let ends: [StoreChange] = [.endSession(id: "se_1", reason: "ended", at: 8_000), .endAlarm(id: "al_1", reason: "cancelled", at: 8_000)]
+        try await store.apply(ends)
+        cache.unindex(session: "se_1")
+        cache.unindex(alarm: "al_1")
+        cache.noteOwnWrite(nil, changes: ends)
+        // Another relay, not knowing yet, saved both again.
+        let stale = Self.script[10].filter { if case .saveSession = $0 { true } else { false } } + Self.script[12].filter(\.isCached)
+        try await store.apply(stale)
+        cache.apply(stale)
+        #expect(CacheSnapshot(cache) == CacheSnapshot(cache.reloaded(from: try await store.load(), afterRemoteChange: true)))
+        #expect(cache.sessions["se_1"] == nil && cache.alarms["al_1"] == nil)
+    }
 
     // MARK: The bus's encoding
 
