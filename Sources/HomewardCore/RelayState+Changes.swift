@@ -14,11 +14,16 @@ extension RelayState {
     @discardableResult
     public mutating func apply(_ changes: [StoreChange]) -> Set<String> {
         var touched = Set<String>()
-        for change in changes { touched.formUnion(apply(change)) }
+        var linkedSessions = Set<String>()
+        for change in changes {
+            touched.formUnion(apply(change))
+            if case .saveShare(let share) = change { linkedSessions.insert(share.sessionId) }
+            if case .endSession(let id, _, _) = change { linkedSessions.insert(id) }
+        }
         // As at a load: a link whose session is not active is not indexed (the session may come later in
         // the same commit, so this is checked once the whole commit is in).
-        for (sessionId, ids) in sharesBySession where sessions[sessionId] == nil {
-            for id in ids { unindex(share: id) }
+        for sessionId in linkedSessions where sessions[sessionId] == nil {
+            for id in sharesBySession[sessionId] ?? [] { unindex(share: id) }
         }
         for name in touched where sessionByOwner[name] == nil { offlineOwners[name] = nil }
         return touched

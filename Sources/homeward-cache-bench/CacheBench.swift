@@ -111,6 +111,8 @@ struct City {
     private var serial = 0
     private var pendingRequests: [(String, String)] = []
     private var openSessions: [FollowSession] = []
+    /// Owners of the open sessions: one active session per owner (the stores enforce it).
+    private var walking = Set<String>()
     private var now: Int64 = 1_763_830_000_000
 
     init(users: Int, friendships: Int) {
@@ -156,7 +158,9 @@ struct City {
     }
 
     private mutating func newSession() -> FollowSession {
-        var session = FollowSession(id: nextID("se"), owner: someone(), note: nil, startedAt: now)
+        var owner = someone()
+        while !walking.insert(owner).inserted { owner = someone() }
+        var session = FollowSession(id: nextID("se"), owner: owner, note: nil, startedAt: now)
         session.set(.accepted, for: someone())
         session.set(.invited, for: someone())
         openSessions.append(session)
@@ -181,6 +185,7 @@ struct City {
         case 4:
             guard !openSessions.isEmpty else { return [] }
             var session = openSessions.removeFirst()
+            walking.remove(session.owner)
             session.set(.accepted, for: session.invitees.last ?? someone())
             return [.saveSession(session), .endSession(id: session.id, reason: "ended", at: now)]
         case 5, 6:

@@ -212,9 +212,11 @@ struct CacheDeltaTests {
         try await store.apply(Array(Self.script.prefix(13).joined()))
         var cache = RelayState(try await store.load())
         // This relay ended the session and the alarm itself (its rules changed its cache; it stored the ends).
-        let ends: [StoreChange] = [.endSession(id: "se_1", reason: "ended", at: 8_000), .endAlarm(id: "al_1", reason: "cancelled", at: 8_000)]
+        let ends: [StoreChange] = [.endSession(id: "se_1", reason: "ended", at: 8_000), .removeShare(id: "sh_1"),
+                                   .endAlarm(id: "al_1", reason: "cancelled", at: 8_000)]
         try await store.apply(ends)
         cache.unindex(session: "se_1")
+        cache.unindex(share: "sh_1")
         cache.unindex(alarm: "al_1")
         cache.noteOwnWrite(nil, changes: ends)
         // Another relay, not knowing yet, saved both again.
