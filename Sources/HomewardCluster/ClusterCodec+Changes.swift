@@ -255,76 +255,41 @@ struct ChangeFields {
     let json: JSONValue
     init(_ json: JSONValue) { self.json = json }
 
-    private func missing(_ key: String) -> ClusterCodec.DecodingError { .malformed("a change without a valid \(key)") }
-
-    func string(_ key: String) throws(ClusterCodec.DecodingError) -> String {
-        guard case .string(let value)? = json[key] else { throw missing(key) }
+    private func required<T>(_ key: String, _ read: (JSONValue) -> T?) throws(ClusterCodec.DecodingError) -> T {
+        guard let value = json[key].flatMap(read) else { throw .malformed("a change without a valid \(key)") }
         return value
     }
 
-    func optionalString(_ key: String) throws(ClusterCodec.DecodingError) -> String? {
-        switch json[key] {
-        case nil, .null?: return nil
-        case .string(let value)?: return value
-        default: throw missing(key)
-        }
+    /// Absent and null both read as nil.
+    private func optional<T>(_ key: String, _ read: (JSONValue) -> T?) throws(ClusterCodec.DecodingError) -> T? {
+        if json[key] == nil || json[key] == .null { return nil }
+        return try required(key, read)
     }
 
-    func int(_ key: String) throws(ClusterCodec.DecodingError) -> Int64 {
-        guard case .int(let value)? = json[key] else { throw missing(key) }
-        return value
-    }
+    private static func int(_ value: JSONValue) -> Int64? { if case .int(let int) = value { int } else { nil } }
+    private static func object(_ value: JSONValue) -> ChangeFields? { if case .object = value { ChangeFields(value) } else { nil } }
 
-    func optionalInt(_ key: String) throws(ClusterCodec.DecodingError) -> Int64? {
-        switch json[key] {
-        case nil, .null?: return nil
-        case .int(let value)?: return value
-        default: throw missing(key)
-        }
-    }
-
+    func string(_ key: String) throws(ClusterCodec.DecodingError) -> String { try required(key, \.stringValue) }
+    func optionalString(_ key: String) throws(ClusterCodec.DecodingError) -> String? { try optional(key, \.stringValue) }
+    func int(_ key: String) throws(ClusterCodec.DecodingError) -> Int64 { try required(key, Self.int) }
+    func optionalInt(_ key: String) throws(ClusterCodec.DecodingError) -> Int64? { try optional(key, Self.int) }
     /// Any JSON number: the writer writes a whole double without its fraction only when asked to.
-    func double(_ key: String) throws(ClusterCodec.DecodingError) -> Double {
-        guard let value = json[key]?.numberValue else { throw missing(key) }
-        return value
-    }
-
-    func optionalDouble(_ key: String) throws(ClusterCodec.DecodingError) -> Double? {
-        switch json[key] {
-        case nil, .null?: return nil
-        case let value?:
-            guard let number = value.numberValue else { throw missing(key) }
-            return number
-        }
-    }
-
+    func double(_ key: String) throws(ClusterCodec.DecodingError) -> Double { try required(key, \.numberValue) }
+    func optionalDouble(_ key: String) throws(ClusterCodec.DecodingError) -> Double? { try optional(key, \.numberValue) }
     func bool(_ key: String) throws(ClusterCodec.DecodingError) -> Bool {
-        guard case .bool(let value)? = json[key] else { throw missing(key) }
-        return value
+        try required(key) { if case .bool(let value) = $0 { value } else { nil } }
     }
-
     func array(_ key: String) throws(ClusterCodec.DecodingError) -> [JSONValue] {
-        guard case .array(let values)? = json[key] else { throw missing(key) }
-        return values
+        try required(key) { if case .array(let values) = $0 { values } else { nil } }
     }
-
+    /// An array of strings only (one that is not refuses the whole array).
     func strings(_ key: String) throws(ClusterCodec.DecodingError) -> [String] {
-        try array(key).map { (value: JSONValue) throws(ClusterCodec.DecodingError) -> String in
-            guard case .string(let name) = value else { throw missing(key) }
-            return name
+        try required(key) { value in
+            guard case .array(let values) = value else { return nil }
+            let names = values.compactMap(\.stringValue)
+            return names.count == values.count ? names : nil
         }
     }
-
-    func object(_ key: String) throws(ClusterCodec.DecodingError) -> ChangeFields {
-        guard case .object? = json[key], let value = json[key] else { throw missing(key) }
-        return ChangeFields(value)
-    }
-
-    func optionalObject(_ key: String) throws(ClusterCodec.DecodingError) -> ChangeFields? {
-        switch json[key] {
-        case nil, .null?: return nil
-        case .object?: return ChangeFields(json[key]!)
-        default: throw missing(key)
-        }
-    }
+    func object(_ key: String) throws(ClusterCodec.DecodingError) -> ChangeFields { try required(key, Self.object) }
+    func optionalObject(_ key: String) throws(ClusterCodec.DecodingError) -> ChangeFields? { try optional(key, Self.object) }
 }
