@@ -16,13 +16,21 @@ public enum ClusterCodec {
     }
 
     public static func encode(_ notice: ChangeNotice) -> ByteBuffer {
-        JSONWriter.encode(.object([
+        let members: [(String, JSONValue)] = [
             ("node", .string(notice.node)),
             ("events", .array(notice.events.map { JSONValue.object([("to", .strings($0.recipients)), ("event", $0.message)]) })),
             ("closeViewers", .strings(notice.closeViewers)),
             ("revokedTokens", .strings(notice.revokedTokens)),
-        ] + members(of: notice.commits)))
+        ]
+        let payload = JSONWriter.encode(.object(members + Self.members(of: notice.commits)))
+        // A notice past nats-server's `max_payload` (1 MiB by default) would be dropped, events and all; one
+        // this large (a mass expiry after downtime) is cheaper to reload than to apply anyway.
+        guard notice.commits != nil, payload.readableBytes > maxPayloadWithCommits else { return payload }
+        return JSONWriter.encode(.object(members))
     }
+
+    /// Past this many bytes a notice goes without its commits: the other relays reload instead.
+    static let maxPayloadWithCommits = 256 * 1024
 
     public static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
         let json = try parse(payload)

@@ -243,6 +243,17 @@ struct CacheDeltaTests {
         #expect(!text.contains("\"h\""), "no password hash in \(text)")
     }
 
+    @Test func aNoticeTooLargeForTheBusGoesWithoutItsCommits() throws {
+        let many = (0..<20_000).map { StoreChange.removeMessage(id: "mg_\($0)") }
+        let event = ChangeNotice.Event(recipients: ["bob"], message: ["type": "session.ended"])
+        let notice = ChangeNotice(node: "a", events: [event], commits: [ChangeNotice.Commit(count: 7, changes: many)])
+        let payload = ClusterCodec.encode(notice)
+        #expect(payload.readableBytes <= ClusterCodec.maxPayloadWithCommits)
+        let received = try ClusterCodec.decodeNotice(payload)
+        #expect(received.commits == nil, "the other relays reload instead")
+        #expect(received.events == [event])
+    }
+
     @Test func aNoticeWithoutReadableCommitsStillCarriesItsEventsButNoCommits() throws {
         let event = #"{"to": ["bob"], "event": {"type": "friend.request"}}"#
         for members in [
