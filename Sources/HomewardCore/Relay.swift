@@ -73,7 +73,7 @@ public actor Relay {
     var changeCountFailedAt: Int64 = .min / 2
     /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
-    /// Whether a `refresh` is already due to look at held notices again.
+    /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
     var heldCheckQueued = false
 
     private var timer: (any DispatchSourceTimer)?
