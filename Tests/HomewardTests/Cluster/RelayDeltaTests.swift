@@ -180,6 +180,32 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(loadsBefore(), loads, "every commit was applied, none reloaded (the only loads are the comparisons')")
     }
 
+    /// A token's use is stored without a notice (at most once a minute): the other relay's cache still
+    /// has its older use, and must look in the store before it calls the token expired.
+    func testATokenUsedOnAnotherRelayIsNotExpiredHere() async throws {
+        let pair = try await pair()
+        let day: Int64 = 24 * 3600 * 1000
+        pair.harness.clock.advance(by: 29 * day)
+        _ = try await pair.harness.connect("bob") // relay A stores the use
+        XCTAssertTrue(pair.aBus.notices.isEmpty, "a token's use tells no other relay")
+        pair.harness.clock.advance(by: 2 * day)
+        let loads = pair.store.loads
+        let (bob, _) = try await pair.connectToOther("bob")
+        XCTAssertEqual(pair.store.loads, loads + 1, "its cache held the token as expired: it reloaded first")
+        XCTAssertTrue(bob.closes.isEmpty)
+
+        // An expired token retried reloads at most once a minute.
+        pair.harness.clock.advance(by: 31 * day)
+        for _ in 0..<3 {
+            let sink = RecordingSink("bob")
+            let result = await withCheckedContinuation { continuation in
+                pair.other.serve(.hello(token: pair.harness.tokens["bob"]!), auth: nil, peer: "test", sink: sink) { continuation.resume(returning: $0) }
+            }
+            XCTAssertThrowsError(try result.get())
+        }
+        XCTAssertEqual(pair.store.loads, loads + 2)
+    }
+
     func testAGapThatDoesNotFillMakesTheOtherRelayReloadAndThenDeliver() async throws {
         let pair = try await pair()
         let (bob, _) = try await pair.connectToOther("bob")
