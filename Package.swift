@@ -163,6 +163,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // What a relay's cache costs on a shared store: a full reload against applying a change notice (issue 13).
+        .executableTarget(
+            name: "homeward-cache-bench",
+            dependencies: [
+                "HomewardCore", "HomewardProtocol", "HomewardStorage", "HomewardCluster", "HomewardPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "HomewardWebPushTests",
             dependencies: [

@@ -4,7 +4,8 @@ import NIOCore
 
 /// How change notices and presence digests look on the bus: JSON objects, written with the relay's own
 /// writer and read with its parser (depth-limited), so a bad message from the bus is refused, not trusted.
-enum ClusterCodec {
+/// Public for `homeward-cache-bench`, which measures what a relay spends on a notice.
+public enum ClusterCodec {
     enum DecodingError: Error, CustomStringConvertible {
         case malformed(String)
         var description: String {
@@ -14,20 +15,28 @@ enum ClusterCodec {
         }
     }
 
-    static func encode(_ notice: ChangeNotice) -> ByteBuffer {
-        JSONWriter.encode(.object([
+    public static func encode(_ notice: ChangeNotice) -> ByteBuffer {
+        let members: [(String, JSONValue)] = [
             ("node", .string(notice.node)),
             ("events", .array(notice.events.map { JSONValue.object([("to", .strings($0.recipients)), ("event", $0.message)]) })),
             ("closeViewers", .strings(notice.closeViewers)),
             ("revokedTokens", .strings(notice.revokedTokens)),
-        ]))
+        ]
+        let payload = JSONWriter.encode(.object(members + Self.members(of: notice.commits)))
+        // A notice past nats-server's `max_payload` (1 MiB by default) would be dropped, events and all; one
+        // this large (a mass expiry after downtime) is cheaper to reload than to apply anyway.
+        guard notice.commits != nil, payload.readableBytes > maxPayloadWithCommits else { return payload }
+        return JSONWriter.encode(.object(members))
     }
 
-    static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
+    /// Past this many bytes a notice goes without its commits: the other relays reload instead.
+    static let maxPayloadWithCommits = 256 * 1024
+
+    public static func decodeNotice(_ payload: ByteBuffer) throws -> ChangeNotice {
         let json = try parse(payload)
         guard let node = json.string("node") else { throw DecodingError.malformed("a notice without node") }
         var notice = ChangeNotice(node: node, closeViewers: json.array("closeViewers").compactMap(\.stringValue),
-                                  revokedTokens: json.array("revokedTokens").compactMap(\.stringValue))
+                                  revokedTokens: json.array("revokedTokens").compactMap(\.stringValue), commits: commits(in: json))
         for event in json.array("events") {
             guard case .array(let to)? = event["to"], let message = event["event"], case .object = message else {
                 throw DecodingError.malformed("an event without to or event")

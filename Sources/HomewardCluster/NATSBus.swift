@@ -64,7 +64,9 @@ public final class NATSBus: RelayBus {
             Task {
                 for await message in changes {
                     do { receiver.remoteChanges(try ClusterCodec.decodeNotice(message.payload)) } catch {
-                        logger.error("ignored a change notice", metadata: ["error": "\(error)"])
+                        // Its changes are unknown: the relay reloads its cache instead.
+                        logger.error("could not read a change notice", metadata: ["error": "\(error)"])
+                        receiver.remoteChanges(.unreadable)
                     }
                 }
             },

@@ -4,10 +4,12 @@ import HomewardProtocol
 /// The relay among others sharing its store, through its `RelayBus`.
 ///
 /// PostgreSQL is the truth; each relay keeps its `RelayState` as a cache of it. A relay that committed
-/// changes publishes one `ChangeNotice` per operation (with the events it caused); every other relay
-/// then reloads its cache from the store and only after that delivers the events to its own
-/// connections, all in its mailbox's order, so a client that reacts to an event finds its relay's
-/// cache already showing what caused it. A relay that lost the bus for a while refreshes the same way.
+/// changes publishes one `ChangeNotice` per operation (with the changes it committed and the events it
+/// caused); every other relay then applies those changes to its cache in the store's order, or reloads
+/// the cache from the store when it cannot be sure of that order (`Relay+Deltas`), and only after that
+/// delivers the events to its own connections, all in its mailbox's order, so a client that reacts to an
+/// event finds its relay's cache already showing what caused it. A relay that lost the bus for a while
+/// reloads.
 extension Relay: BusReceiver {
     // MARK: From the bus (any thread)
 
@@ -83,6 +85,7 @@ extension Relay: BusReceiver {
             notice.events.removeAll()
             notice.closeViewers.removeAll()
             notice.revokedTokens.removeAll()
+            notice.commits = []
             noticeNeeded = false
         }
     }
@@ -118,9 +121,9 @@ extension Relay: BusReceiver {
         }
     }
 
-    /// Reloads the cache from the store, then delivers the notices' events to this relay's connections.
-    func refreshFromStore(then notices: [ChangeNotice]) async {
-        await reloadFromStore(afterRemoteChange: true)
+    /// Delivers the notices' events to this relay's connections, once the cache shows what they tell
+    /// (`handleRemoteNotices`).
+    func deliverNotices(_ notices: [ChangeNotice]) async {
         // An event may let a client here expect positions (an alarm it receives): subscribed first.
         await syncInterest()
         let catchUps = await standingSharePositions(startedIn: notices)
@@ -212,10 +215,11 @@ extension Relay: BusReceiver {
     /// How long after a reconnect replayed notices are expected.
     static let replayWindow: Int64 = 10_000
 
-    /// Before a request: when the store has committed changes this cache has not loaded (another
-    /// relay's commit whose notice is still on its way), reloads first. A client that acts on an `ok`
-    /// from one relay at once on another thus finds that relay knowing what it was told. One small read
-    /// per request (the sequence's last value); a reload only when the cache really is behind.
+    /// Before a request: when the store has committed changes this cache has not applied (another
+    /// relay's commit whose notice is still on its way), catches up first: with the notices already
+    /// received, else by reloading. A client that acts on an `ok` from one relay at once on another thus
+    /// finds that relay knowing what it was told. One small read per request (the sequence's last value);
+    /// a reload only when the cache really is behind what it has heard of.
     /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
     /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
     func catchUpWithStore() async {
@@ -228,12 +232,24 @@ extension Relay: BusReceiver {
             return
         }
         guard let current, current > loaded else { return }
+        await handleRemoteNotices(takeRemoteNotices())
+        guard let applied = state.loadedChangeCount, current > applied else { return }
         await reloadFromStore(afterRemoteChange: true)
     }
 
-    /// A `hello` with a token this cache does not know may carry one another relay just issued.
+    /// A `hello` with a token this cache does not know may carry one another relay just issued. One it
+    /// finds expired may have been used on another relay since: a use is stored at most once a minute and
+    /// tells no other relay (`StoreChange.concernsOtherRelays`), so only a reload shows it; at most one a
+    /// minute for this reason, so an old device retrying its expired token costs little.
     func refreshIfUnknown(tokenHash hash: String) async {
-        guard busIsShared, !state.knowsToken(hash), (try? await store.username(forTokenHash: hash)) != nil else { return }
+        guard busIsShared else { return }
+        if state.knowsToken(hash) {
+            let now = clock()
+            guard state.tokenIsExpired(hash, now: now, lifetime: limits.tokenLifetime),
+                  now - lastReadBack >= RelayState.tokenUseWriteInterval else { return }
+        } else {
+            guard (try? await store.username(forTokenHash: hash)) != nil else { return }
+        }
         await reloadFromStore(afterRemoteChange: true)
     }
 

@@ -73,6 +73,10 @@ public actor Relay {
     var changeCountFailedAt: Int64 = .min / 2
     /// Set when a write was refused because the cache is behind the store (see `onCurrentCache`).
     var cacheBehind = false
+    /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
+    var sequencer = NoticeSequencer()
+    /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
+    var heldCheckQueued = false
 
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -82,7 +86,8 @@ public actor Relay {
     private var unsavedLastSeen: [String: Int64] = [:]
     /// Set when a write failed and storage could not be read back either; see `reloadFromStore`.
     private var unstored = false
-    private var lastReadBack: Int64 = 0
+    /// When the cache was last read from storage (or a read was tried).
+    private(set) var lastReadBack: Int64 = 0
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
@@ -91,8 +96,11 @@ public actor Relay {
 
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
-    private let alarmsPending: Gauge
+    let alarmsPending: Gauge
     private let usersOnline: Gauge
+    /// How often the cache was read whole from the store, and how many other relays' commits it applied instead.
+    let reloads: Counter
+    let appliedCommits: Counter
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
@@ -105,6 +113,8 @@ public actor Relay {
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
+        reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
+        appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         self.store = store
         self.push = push
         self.planner = PushPlanner(settings: push)
@@ -217,8 +227,10 @@ public actor Relay {
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
-        /// Other relays committed changes (`Mailbox.remoteNotices`): refresh from the store, then deliver.
+        /// Other relays committed changes (`Mailbox.remoteNotices`): apply them (or reload), then deliver.
         case refresh
+        /// The oldest held notice's wait is over (`Relay+Deltas`).
+        case checkHeldNotices
         case remotePresence(PresenceDigest)
         case presenceTick
         case presenceChange
@@ -321,7 +333,9 @@ public actor Relay {
             await saveLastSeen()
             continuation.resume()
         case .refresh:
-            await refreshFromStore(then: takeRemoteNotices())
+            await handleRemoteNotices(takeRemoteNotices())
+        case .checkHeldNotices:
+            await checkHeldNotices()
         case .remotePresence(let digest):
             heard(digest)
         case .presenceTick:
@@ -797,9 +811,12 @@ public actor Relay {
         guard !changes.isEmpty else { return }
         do {
             let count = try await store.applyCounting(changes, expecting: state.loadedChangeCount)
-            if busIsShared, changes.contains(where: \.concernsOtherRelays) { noticeNeeded = true }
+            if busIsShared, changes.contains(where: \.concernsOtherRelays) {
+                noticeNeeded = true
+                notice.commits?.append(ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached)))
+            }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(count)
+            state.noteOwnWrite(count, changes: changes)
         } catch let behind as StoreCacheBehind where busIsShared {
             // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
             cacheBehind = true
@@ -868,6 +885,8 @@ public actor Relay {
         unstored = false
         let before = state.owners
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
+        sequencer.reloaded(at: state.loadedChangeCount)
+        reloads.increment()
         syncPresence(owners: before.union(state.owners))
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil

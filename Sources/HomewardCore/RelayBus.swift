@@ -6,8 +6,9 @@ import HomewardProtocol
 /// server wires in the NATS one (`HomewardCluster`) for `--bus nats://...`. What goes over a bus:
 /// - positions, each published once (its `pos` event, encoded once), to the relays that asked for
 ///   that walker because one of their connections receives them (`updateInterest`);
-/// - change notices: after a relay committed changes to the store, the events they cause, so that
-///   the others refresh their caches from the store and then deliver the events to their connections;
+/// - change notices: after a relay committed changes to the store, those changes and the events they
+///   cause, so that the others bring their caches up to date (applying the changes, or reloading from the
+///   store) and then deliver the events to their connections;
 /// - presence digests: who is connected to which relay, and the last positions of walkers, once a second.
 public protocol RelayBus: Sendable {
     /// False for a relay that is alone: it then builds no notices and no digests.
@@ -50,7 +51,7 @@ public protocol BusReceiver: AnyObject, Sendable {
     func busReconnected()
 }
 
-/// Another relay committed changes to the store: refresh from it, then deliver these events.
+/// Another relay committed changes to the store: apply them (or reload from it), then deliver these events.
 public struct ChangeNotice: Sendable, Equatable {
     public var node: String
     /// Each event with its recipients, in the order the committing relay sent them.
@@ -59,6 +60,23 @@ public struct ChangeNotice: Sendable, Equatable {
     public var closeViewers: [String]
     /// Hashes of tokens revoked (logout, `auth.revoke`): connections signed in with them are closed.
     public var revokedTokens: [String]
+    /// The commits behind the notice, in the order the relay made them, for the others to apply to their
+    /// caches instead of reloading (see `Relay+Deltas`). Nil when they cannot be known (a relay of another
+    /// version sent it, it could not be read, or they were too large to send): the receiver then reloads.
+    public var commits: [Commit]?
+
+    /// One transaction of the committing relay.
+    public struct Commit: Sendable, Equatable {
+        /// The store's change count the commit took (`RelayStore.applyCounting`); nil when the store counts none.
+        public var count: Int64?
+        /// Its changes that other relays' caches hold (`StoreChange.isCached`).
+        public var changes: [StoreChange]
+
+        public init(count: Int64?, changes: [StoreChange]) {
+            self.count = count
+            self.changes = changes
+        }
+    }
 
     public struct Event: Sendable, Equatable {
         public var recipients: [String]
@@ -70,12 +88,17 @@ public struct ChangeNotice: Sendable, Equatable {
         }
     }
 
-    public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = []) {
+    public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = [],
+                commits: [Commit]? = []) {
         self.node = node
         self.events = events
         self.closeViewers = closeViewers
         self.revokedTokens = revokedTokens
+        self.commits = commits
     }
+
+    /// Stands for a notice the bus could not read: it tells nothing but that the cache must be reloaded.
+    public static let unreadable = ChangeNotice(node: "", commits: nil)
 }
 
 /// One relay's connected users: all of them once a second (`full`), and in between, within

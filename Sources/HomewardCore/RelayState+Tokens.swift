@@ -23,6 +23,11 @@ extension RelayState {
     /// Whether this cache holds the token (revoked and unknown ones are not held).
     public func knowsToken(_ hash: String) -> Bool { tokens[hash] != nil }
 
+    /// Whether this cache holds the token as expired (its last use may be newer in the store).
+    func tokenIsExpired(_ hash: String, now: Int64, lifetime: Int64) -> Bool {
+        tokens[hash]?.isExpired(at: now, lifetime: lifetime) ?? false
+    }
+
     public mutating func useToken(_ hash: String, now: Int64, lifetime: Int64) throws(RelayError) -> (username: String, changes: [StoreChange]) {
         guard var token = tokens[hash], users[token.username] != nil else {
             throw .unauthenticated("unknown, revoked or expired token")

@@ -49,8 +49,16 @@ public struct RelayState: Sendable {
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
-    /// The store's change count when this state was loaded (see `RelayStore.changeCount`).
+    /// The store's change count when this state was loaded, advanced by each commit applied since in order
+    /// (this relay's own, `noteOwnWrite`, and the others', `apply(_ commit:)`).
     public internal(set) var loadedChangeCount: Int64?
+    /// Set when this relay's own write took a count past the next one: another relay's commit came in between
+    /// and is missing here, so only a reload puts the cache back in the store's order.
+    var ownWriteAhead = false
+    /// Sessions and alarms that ended lately, kept across reloads: a later save of one is ignored, as the
+    /// store ignores it (see `RecentlyEnded`).
+    var endedSessions = RecentlyEnded()
+    var endedAlarms = RecentlyEnded()
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -89,16 +97,9 @@ public struct RelayState: Sendable {
         loadedChangeCount = stored.changeCount
     }
 
-    /// This relay's own write took change count `count`: when it directly follows the loaded count, no
-    /// other relay wrote in between and the cache is still whole.
     /// `a` and `b` became friends on another relay (a `friend.added` in its notice).
     mutating func forgetRequestNotices(_ a: String, _ b: String) {
         requestNotices.forget(a, b)
-    }
-
-    mutating func noteOwnWrite(_ count: Int64?) {
-        guard let count, let loaded = loadedChangeCount, count == loaded + 1 else { return }
-        loadedChangeCount = count
     }
 
     /// The same state with its durable part replaced by `stored`, as after a storage failure: what is
@@ -115,6 +116,12 @@ public struct RelayState: Sendable {
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
         fresh.messageSends = messageSends
+        // What the reload shows ended (it was active here and is not in the store any more) counts as
+        // ended too, as what this relay heard end did.
+        fresh.endedSessions = endedSessions
+        for id in sessions.keys where fresh.sessions[id] == nil { fresh.endedSessions.insert(id) }
+        fresh.endedAlarms = endedAlarms
+        for id in alarms.keys where fresh.alarms[id] == nil { fresh.endedAlarms.insert(id) }
         if afterRemoteChange {
             // Another relay's accept clears a pair as this relay's own would (see `FriendRequestNotices`).
             var notices = requestNotices

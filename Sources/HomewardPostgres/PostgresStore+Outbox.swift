@@ -63,13 +63,13 @@ extension PostgresStore: PushOutboxStore {
 
     public func removeOutboxEntry(id: String) async throws {
         try await withConnection("outbox remove") { db, logger in
-            try await db.query("DELETE FROM push_outbox WHERE id = \(id)", logger: logger)
+            _ = try await db.query("DELETE FROM push_outbox WHERE id = \(id)", logger: logger)
         }
     }
 
     public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
         try await withConnection("outbox reschedule") { db, logger in
-            try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)), claimed_until = NULL WHERE id = \(id)",
+            _ = try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)), claimed_until = NULL WHERE id = \(id)",
                                logger: logger)
         }
     }

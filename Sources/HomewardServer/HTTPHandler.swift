@@ -1,3 +1,4 @@
+import HomewardProtocol
 import NIOCore
 import NIOHTTP1
 
@@ -11,15 +12,19 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let site: WebSite
     private let security: SecurityHeaders
     /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
-    var vapidPublicKey = ""
+    private let vapidPublicKey: String
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
 
-    init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil)) {
+    static let pushKeyPath = "/v1/push/key"
+
+    init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil),
+         vapidPublicKey: String = "") {
         self.metrics = metrics
         self.site = site
         self.security = SecurityHeaders(tileSource: site.tiles?.cspSource)
+        self.vapidPublicKey = vapidPublicKey
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -57,7 +62,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             answer.headers.add(name: "Sec-WebSocket-Version", value: "13")
             return answer
         }
-        let known = path == "/healthz" || path == "/metrics" || site.serves(path)
+        let known = path == "/healthz" || path == "/metrics" || path == Self.pushKeyPath || site.serves(path)
         guard head.method == .GET || head.method == .HEAD else {
             guard known else { return HTTPAnswer(.notFound, "not found\n") }
             var answer = HTTPAnswer(.methodNotAllowed, "only GET and HEAD\n")
@@ -71,8 +76,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var answer = HTTPAnswer(.ok, "", contentType: "text/plain; version=0.0.4; charset=utf-8")
             answer.body = ByteBuffer(bytes: metrics())
             return answer
-        case "/v1/push/key":
-            return HTTPAnswer(.ok, "{\"vapidPublicKey\":\"\(vapidPublicKey)\"}\n", contentType: "application/json")
+        case Self.pushKeyPath:
+            // Encoded when asked for, not per connection: most connections upgrade without asking.
+            var answer = HTTPAnswer(.ok, "", contentType: "application/json")
+            JSONWriter.write(["vapidPublicKey": .string(vapidPublicKey)], into: &answer.body)
+            answer.body.writeString("\n")
+            return answer
         default:
             return site.answer(path: path, headers: head.headers)
         }

@@ -36,6 +36,10 @@ public struct RelayConfiguration: Sendable {
     public var web = WebConfiguration()
     /// Web Push and the operator webhook.
     public var push = PushConfiguration()
+    /// Load balancers whose connections start with a PROXY protocol header (v1 or v2) naming the client
+    /// (`--proxy-protocol-from`). A connection from one of these addresses without a valid header is closed;
+    /// a header from any other address is not trusted. Empty: no PROXY protocol at all.
+    public var proxyProtocolFrom: [IPAddressRange] = []
 
     public init() {}
 

@@ -95,7 +95,7 @@ public struct RelayServer: Sendable {
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
                                        exposition: { prometheus.emitToBuffer() }, site: site,
-                                       vapidPublicKey: vapidKey.publicKeyBase64URL)
+                                       vapidPublicKey: vapidKey.publicKeyBase64URL, trustedProxies: config.proxyProtocolFrom)
 
         let channel: any Channel
         do {
@@ -135,6 +135,11 @@ public struct RelayServer: Sendable {
             "bus": "\(config.bus)", "node": "\(config.nodeID)",
             "threads": "\(config.eventLoopThreads)",
         ])
+        if !config.proxyProtocolFrom.isEmpty {
+            logger.info("connections from these balancers must start with a PROXY protocol header", metadata: [
+                "proxy-protocol-from": "\(config.proxyProtocolFrom.map(\.description).joined(separator: ","))",
+            ])
+        }
         if let ca = tls.devCA {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
@@ -270,65 +275,81 @@ struct PipelineFactory: Sendable {
     let exposition: @Sendable () -> [UInt8]
     let site: WebSite
     let vapidPublicKey: String
+    /// Balancers whose connections start with a PROXY header naming the client (`--proxy-protocol-from`).
+    let trustedProxies: [IPAddressRange]
 
     static let path = "/v1/ws"
     static let subprotocol = "homeward.v1"
 
     func configure(_ channel: any Channel) -> EventLoopFuture<Void> {
+        if let balancer = channel.remoteAddress, trustedProxies.contains(where: { $0.contains(balancer) }) {
+            return channel.eventLoop.makeCompletedFuture { try expectProxyHeader(on: channel, from: balancer) }
+        }
         let address = channel.remoteAddress?.ipAddress ?? "unknown"
         // Refused before TLS: closing right after accept costs the relay nothing, while a TLS handshake to
         // send a 429 is the very work a flood of connections wants to cause.
-        guard let slot = unauthenticated.admit(address) else {
+        let slot: UnauthenticatedConnections.Slot
+        do { slot = try admit(channel, peer: address) } catch { return channel.eventLoop.makeFailedFuture(error) }
+        return channel.eventLoop.makeCompletedFuture { try serve(channel, peer: address, slot: slot) }
+    }
+
+    /// Counts the connection among `peer`'s unauthenticated ones until it signs in or closes; throws when
+    /// `peer` already holds its limit.
+    func admit(_ channel: any Channel, peer: String) throws -> UnauthenticatedConnections.Slot {
+        guard let slot = unauthenticated.admit(peer) else {
             metrics.refusedConnections.increment()
-            logger.debug("refused a connection: too many unauthenticated from its address", metadata: ["peer": "\(address)"])
-            return channel.eventLoop.makeFailedFuture(ConnectionRefusal.tooManyUnauthenticated(address: address))
+            logger.debug("refused a connection: too many unauthenticated from its address", metadata: ["peer": "\(peer)"])
+            throw ConnectionRefusal.tooManyUnauthenticated(address: peer)
         }
         channel.closeFuture.whenComplete { _ in slot.release() }
-        return channel.eventLoop.makeCompletedFuture {
-            let sync = channel.pipeline.syncOperations
-            try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-            let http = HTTPHandler(metrics: exposition, site: site)
-            http.vapidPublicKey = vapidPublicKey
-            let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
-            let upgrader = NIOWebSocketServerUpgrader(
-                maxFrameSize: limits.maxMessageBytes,
-                automaticErrorHandling: false,
-                shouldUpgrade: { channel, head in
-                    guard head.uri.split(separator: "?", maxSplits: 1).first == Substring(Self.path) else {
-                        return channel.eventLoop.makeSucceededFuture(nil)
-                    }
-                    var headers = HTTPHeaders()
-                    let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"]
-                    if offered.contains(where: { $0.trimmingCharacters(in: .whitespaces) == Substring(Self.subprotocol) }) {
-                        headers.add(name: "Sec-WebSocket-Protocol", value: Self.subprotocol)
-                    }
-                    return channel.eventLoop.makeSucceededFuture(headers)
-                },
-                upgradePipelineHandler: { [self] channel, _ in
-                    channel.eventLoop.makeCompletedFuture {
-                        let connection = WebSocketConnection(
-                            relay: relay, limits: limits, metrics: metrics, loop: connections.loop(for: channel.eventLoop),
-                            logger: logger, peer: address, unauthenticatedSlot: slot)
-                        try channel.pipeline.syncOperations.addHandlers([
-                            FrameValidator(),
-                            NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
-                                                        maxAccumulatedFrameSize: limits.maxMessageBytes),
-                            connection,
-                        ])
-                    }
-                })
-            // Handlers are not Sendable; the upgrade completes on this channel's loop, so bind them to it.
-            let upgradeOnly = NIOLoopBound((http, handshakeTimer), eventLoop: channel.eventLoop)
-            try sync.configureHTTPServerPipeline(
-                withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                    let (http, handshakeTimer) = upgradeOnly.value
-                    context.pipeline.syncOperations.removeHandler(http, promise: nil)
-                    context.pipeline.syncOperations.removeHandler(handshakeTimer, promise: nil)
-                }),
-                withErrorHandling: true)
-            try sync.addHandler(http)
-            try sync.addHandler(handshakeTimer, position: .first)
-        }
+        return slot
+    }
+
+    /// TLS, HTTP and the WebSocket upgrade for a connection from `peer` (the client's address, also
+    /// when it came through a balancer).
+    func serve(_ channel: any Channel, peer address: String, slot: UnauthenticatedConnections.Slot) throws {
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+        let http = HTTPHandler(metrics: exposition, site: site, vapidPublicKey: vapidPublicKey)
+        let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
+        let upgrader = NIOWebSocketServerUpgrader(
+            maxFrameSize: limits.maxMessageBytes,
+            automaticErrorHandling: false,
+            shouldUpgrade: { channel, head in
+                guard head.uri.split(separator: "?", maxSplits: 1).first == Substring(Self.path) else {
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                var headers = HTTPHeaders()
+                let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"]
+                if offered.contains(where: { $0.trimmingCharacters(in: .whitespaces) == Substring(Self.subprotocol) }) {
+                    headers.add(name: "Sec-WebSocket-Protocol", value: Self.subprotocol)
+                }
+                return channel.eventLoop.makeSucceededFuture(headers)
+            },
+            upgradePipelineHandler: { [self] channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    let connection = WebSocketConnection(
+                        relay: relay, limits: limits, metrics: metrics, loop: connections.loop(for: channel.eventLoop),
+                        logger: logger, peer: address, unauthenticatedSlot: slot)
+                    try channel.pipeline.syncOperations.addHandlers([
+                        FrameValidator(),
+                        NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
+                                                    maxAccumulatedFrameSize: limits.maxMessageBytes),
+                        connection,
+                    ])
+                }
+            })
+        // Handlers are not Sendable; the upgrade completes on this channel's loop, so bind them to it.
+        let upgradeOnly = NIOLoopBound((http, handshakeTimer), eventLoop: channel.eventLoop)
+        try sync.configureHTTPServerPipeline(
+            withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                let (http, handshakeTimer) = upgradeOnly.value
+                context.pipeline.syncOperations.removeHandler(http, promise: nil)
+                context.pipeline.syncOperations.removeHandler(handshakeTimer, promise: nil)
+            }),
+            withErrorHandling: true)
+        try sync.addHandler(http)
+        try sync.addHandler(handshakeTimer, position: .first)
     }
 }
 

@@ -73,6 +73,11 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("max-unauthenticated-per-address"), help: "Connections from one IP address not yet signed in; more are closed right after accept. [default: 64]")
     var maxUnauthenticatedPerAddress: Int?
 
+    @Option(name: .customLong("proxy-protocol-from"), help: ArgumentHelp(
+        "Load balancers (haproxy send-proxy-v2) whose connections start with a PROXY protocol header, v2 or v1, naming the client: its address is then the one every per-address limit, log line and metric sees. A connection from these addresses without a valid header is closed; a header from any other address is not trusted. Only list balancers: whoever connects from here can claim any address. [default: none]",
+        valueName: "cidr[,cidr...]"))
+    var proxyProtocolFrom: String?
+
     @Option(name: .customLong("login-failures-per-user"), help: "Failed logins per username within 15 minutes before logins are refused. [default: 10]")
     var loginFailuresPerUser: Int?
 
@@ -164,6 +169,9 @@ struct RelayOptions: ParsableArguments {
         try env.override(&config.limits.maxOutboundBacklogBytes, maxBacklogBytes, "max-backlog-bytes")
         try env.override(&config.limits.controlFramesPerSecond, controlFrameRate, "control-frame-rate")
         try env.override(&config.limits.maxUnauthenticatedPerAddress, maxUnauthenticatedPerAddress, "max-unauthenticated-per-address")
+        if let text = try env.value(proxyProtocolFrom, "proxy-protocol-from") {
+            do { config.proxyProtocolFrom = try IPAddressRange.parseList(text) } catch { throw ValidationError("--proxy-protocol-from: \(error)") }
+        }
         config.relayLimits.maxConnectionsPerUser =
             try env.value(maxConnectionsPerUser, "max-connections-per-user") ?? config.relayLimits.maxConnectionsPerUser
         config.relayLimits.loginFailuresPerUsername =

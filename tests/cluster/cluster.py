@@ -37,6 +37,10 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 HAPROXY_CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
 NODE_IDS = ("n1", "n2", "n3")
+# haproxy connects to the relays from this address (HOMEWARD_LB_SOURCE) and the relays trust PROXY headers
+# from it alone (--proxy-protocol-from), as in production; the tests' own connections straight to a
+# relay come from 127.0.0.1 and are served without a header.
+BALANCER_SOURCE = "127.0.0.2"
 
 
 def _contract_module(file: str, name: str):
@@ -200,8 +204,9 @@ def _accepts(port: int) -> bool:
 
 
 class Balancer:
-    """haproxy running deploy/haproxy.cfg unchanged: the listen address, the relays' addresses and
-    the stats socket come in through the environment variables that file reads."""
+    """haproxy running deploy/haproxy.cfg unchanged: the listen address, the relays' addresses, the
+    address it connects to them from and the stats socket come in through the environment variables
+    that file reads."""
 
     def __init__(self, workdir: Path, nodes: list):
         self.port = free_port()
@@ -214,6 +219,7 @@ class Balancer:
         env = dict(os.environ)
         env["HOMEWARD_LB_BIND"] = f"127.0.0.1:{self.port}"
         env["HOMEWARD_LB_STATS_SOCKET"] = str(self.stats_socket)
+        env["HOMEWARD_LB_SOURCE"] = BALANCER_SOURCE
         for i, node in enumerate(self.nodes, start=1):
             env[f"HOMEWARD_RELAY_{i}"] = f"127.0.0.1:{node.port}"
         return env
@@ -296,7 +302,7 @@ class Cluster:
         self.postgres.start()
         self.postgres.psql("CREATE DATABASE homeward")
         self.nats.start()
-        shared = ["--store", self.postgres.url("homeward")]
+        shared = ["--store", self.postgres.url("homeward"), "--proxy-protocol-from", f"{BALANCER_SOURCE}/32"]
         if self.has_bus:
             shared += ["--bus", self.nats.url]
         else:

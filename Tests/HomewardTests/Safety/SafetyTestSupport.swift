@@ -50,7 +50,7 @@ final class SafetyHarness {
     let clock: ManualClock
     var safety: SafetySettings
     private(set) var relay: Relay
-    private var tokens: [String: String] = [:]
+    private(set) var tokens: [String: String] = [:]
     private let wrapStore: (SQLiteStore) -> any RelayStore
     let bus: any RelayBus
     let ownsTimers: Bool

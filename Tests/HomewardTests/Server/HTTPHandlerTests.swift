@@ -1,7 +1,8 @@
+import HomewardProtocol
+@testable import HomewardServer
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
-@testable import HomewardServer
 import XCTest
 
 /// The plain-HTTP side on an `EmbeddedChannel`: request parts in, response parts out, no sockets.
@@ -16,8 +17,12 @@ final class HTTPHandlerTests: XCTestCase {
         "/vendor/leaflet/leaflet.js": ("text/javascript; charset=utf-8", "window.L={}"),
     ]), tiles: try! MapTiles(urlTemplate: "https://{s}.tile.example.org/{z}/{x}/{y}.png", attribution: "© Example"))
 
+    /// Not a real key: the handler serves whatever it is given, escaped as JSON.
+    private static let vapidPublicKey = "BP4z9KsN\"quoted\\"
+
     override func setUp() {
-        channel = EmbeddedChannel(handler: HTTPHandler(metrics: { Array("homeward_up 1\n".utf8) }, site: Self.site))
+        channel = EmbeddedChannel(handler: HTTPHandler(metrics: { Array("homeward_up 1\n".utf8) }, site: Self.site,
+                                                       vapidPublicKey: Self.vapidPublicKey))
     }
 
     override func tearDown() {
@@ -157,6 +162,20 @@ final class HTTPHandlerTests: XCTestCase {
                 XCTAssertFalse(response.body.contains("export"), "\(method) \(path)")
             }
             XCTAssertEqual(try request("/nope", method: method).head.status, .notFound, "\(method)")
+        }
+    }
+
+    func testThePushKeyIsJSONAndOnlyForGetAndHead() throws {
+        let response = try request("/v1/push/key")
+        XCTAssertEqual(response.head.status, .ok)
+        XCTAssertEqual(response.header("Content-Type"), "application/json")
+        XCTAssertEqual(try JSONParser.parse(response.body),
+                       ["vapidPublicKey": .string(Self.vapidPublicKey)])
+        for method in [HTTPMethod.POST, .PUT, .DELETE] {
+            let refused = try request("/v1/push/key", method: method)
+            XCTAssertEqual(refused.head.status, .methodNotAllowed, "\(method)")
+            XCTAssertEqual(refused.header("Allow"), "GET, HEAD", "\(method)")
+            XCTAssertFalse(refused.body.contains("BP4z9KsN"), "\(method)")
         }
     }
 

@@ -15,3 +15,12 @@ func runToEnd(_ executable: URL, _ arguments: [String],
     process.waitUntilExit()
     return (process.terminationStatus, text)
 }
+
+/// Runs `homeward-relay` with `arguments` (after a loopback host, port 0 and a data directory that does not
+/// exist) to its end, for flags that stop it before it listens or touches the data directory, and `--help`.
+/// `environment` is added to this process's environment.
+func runRelayToEnd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    try runToEnd(RelayProcess.executable(),
+                 ["--host", "127.0.0.1", "--port", "0", "--data-dir", "/nonexistent/homeward-flag-test"] + arguments,
+                 environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+}

@@ -249,8 +249,9 @@ final class TestClient: Sendable {
 
     /// Connects to `127.0.0.1:port` over TLS (server name `localhost`) and upgrades `path` to a WebSocket.
     /// `answerPings: false` makes a client that never sends pongs, to test the idle timeout.
+    /// `preamble` is sent before the TLS handshake (a PROXY protocol header, as a balancer would send).
     static func connect(port: Int, caPath: String, path: String = "/v1/ws", subprotocol: String? = nil,
-                        label: String = "client", answerPings: Bool = true,
+                        label: String = "client", answerPings: Bool = true, preamble: [UInt8] = [],
                         timeout: Double = defaultTimeout) async throws -> TestClient {
         let sslContext = try tlsContext(trusting: caPath)
         let (stream, continuation) = AsyncStream.makeStream(of: ClientInbound.self)
@@ -260,6 +261,7 @@ final class TestClient: Sendable {
                 .connect(host: "127.0.0.1", port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        if !preamble.isEmpty { try sync.addHandler(PreambleWriter(preamble)) }
                         try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: "localhost"))
                         let upgrader = NIOTypedWebSocketClientUpgrader<UpgradeResult>(
                             maxFrameSize: 1 << 20, enableAutomaticErrorHandling: false,

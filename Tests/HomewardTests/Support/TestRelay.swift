@@ -102,9 +102,9 @@ final class TestRelay: Sendable {
 
     /// A new, unauthenticated WebSocket connection.
     func connect(subprotocol: String? = nil, path: String = "/v1/ws", label: String = "client",
-                 answerPings: Bool = true) async throws -> TestClient {
+                 answerPings: Bool = true, preamble: [UInt8] = []) async throws -> TestClient {
         let client = try await TestClient.connect(port: port, caPath: caPath, path: path, subprotocol: subprotocol,
-                                                  label: label, answerPings: answerPings)
+                                                  label: label, answerPings: answerPings, preamble: preamble)
         state.withLock { $0.clients.append(client) }
         return client
     }

@@ -1,0 +1,223 @@
+import ArgumentParser
+import Foundation
+import HomewardCluster
+import HomewardCore
+import HomewardPostgres
+import HomewardProtocol
+import HomewardStorage
+import NIOCore
+
+/// What another relay's commit costs a relay on a shared store: reading its whole cache again (what every
+/// change notice cost before issue 13's deltas, and what a gap still costs) against applying the notice's
+/// changes. One process, one store filled with a city's worth of users; the numbers go in docs/benchmarks.md.
+@main
+struct CacheBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "homeward-cache-bench",
+        abstract: "A full cache reload against applying a change notice, on a store of many users.",
+        discussion: """
+            Fills a fresh store (SQLite in a temporary directory, or the PostgreSQL database given with --postgres, \
+            which must be empty) with --users users, --friendships friendships and some of everything else a relay \
+            caches, then measures: a reload (the store's load plus rebuilding the cache), the rebuild alone, and \
+            applying one notice's commit (decoding it as it comes off the bus, applying it, recomputing the touched \
+            owners' audiences). Build with -c release: a debug build measures the compiler, not the code.
+            """)
+
+    @Option(help: "Users in the store.")
+    var users = 20_000
+    @Option(help: "Friendships in the store.")
+    var friendships = 40_000
+    @Option(help: "Reloads measured (the median is reported, and the fastest).")
+    var reloads = 7
+    @Option(help: "Notices applied (each one commit of a typical mix).")
+    var notices = 20_000
+    @Option(help: "postgres://USER@HOST:PORT/DB of an empty database to measure instead of SQLite.")
+    var postgres: String?
+
+    func run() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-cache-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store: any RelayStore
+        let storeName: String
+        if let postgres {
+            store = try await PostgresStore.open(try PostgresLocation(url: postgres))
+            storeName = "PostgreSQL"
+        } else {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
+            storeName = "SQLite (file)"
+        }
+        var city = City(users: users, friendships: friendships)
+        let fillStart = ContinuousClock.now
+        for batch in city.initialChanges().chunked(1000) { try await store.apply(Array(batch)) }
+        print("filled \(storeName) in \(Self.ms(ContinuousClock.now - fillStart)) ms: \(city.summary)")
+
+        var state = RelayState(try await store.load())
+        var reloadTimes: [Duration] = []
+        var rebuildTimes: [Duration] = []
+        for _ in 0..<reloads {
+            let start = ContinuousClock.now
+            let stored = try await store.load()
+            let loaded = ContinuousClock.now
+            state = state.reloaded(from: stored, afterRemoteChange: true)
+            let rebuilt = ContinuousClock.now
+            reloadTimes.append(rebuilt - start)
+            rebuildTimes.append(rebuilt - loaded)
+        }
+
+        // Each notice as the committing relay publishes it; decoded, applied and its owners' audiences
+        // recomputed here, as a receiving relay does (the presence table's update is left out: a reload
+        // makes the same one for every owner).
+        let payloads = (0..<notices).map { index in
+            ClusterCodec.encode(ChangeNotice(node: "a", commits: [ChangeNotice.Commit(count: Int64(index + 1), changes: city.nextCommit())]))
+        }
+        var audiences = 0
+        let applyStart = ContinuousClock.now
+        for payload in payloads {
+            let notice = try ClusterCodec.decodeNotice(payload)
+            for commit in notice.commits ?? [] {
+                for owner in state.apply(commit.changes) { audiences &+= state.audience(of: owner).count }
+            }
+        }
+        let applyTime = ContinuousClock.now - applyStart
+        if audiences == -1 { print("") }  // keeps the work observable
+
+        let perNotice = Self.us(applyTime) / Double(notices)
+        print("""
+
+            | \(users) users, \(friendships) friendships, \(storeName) | median | fastest |
+            |---|---:|---:|
+            | full reload: load + rebuild the cache (ms) | \(Self.ms(Self.median(reloadTimes))) | \(Self.ms(reloadTimes.min()!)) |
+            | of which rebuilding the cache (ms) | \(Self.ms(Self.median(rebuildTimes))) | \(Self.ms(rebuildTimes.min()!)) |
+            | applying one notice: decode + apply + audiences (µs, mean of \(notices)) | \(String(format: "%.1f", perNotice)) | |
+            | one reload costs as much as applying this many notices | \(Int((Self.us(Self.median(reloadTimes)) / perNotice).rounded())) | |
+            """)
+        if let postgres = store as? PostgresStore { await postgres.close() }
+    }
+
+    static func ms(_ duration: Duration) -> String { String(format: "%.1f", us(duration) / 1000) }
+    static func us(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+    }
+    static func median(_ times: [Duration]) -> Duration { times.sorted()[times.count / 2] }
+}
+
+/// A made-up city: users with friends, and some of everything else a relay caches; and a stream of the
+/// commits its relays make, in a typical mix.
+struct City {
+    let users: Int
+    let friendships: Int
+    private var random = SplitMix(seed: 13)
+    private var serial = 0
+    private var pendingRequests: [(String, String)] = []
+    private var openSessions: [FollowSession] = []
+    /// Owners of the open sessions: one active session per owner (the stores enforce it).
+    private var walking = Set<String>()
+    private var now: Int64 = 1_763_830_000_000
+
+    init(users: Int, friendships: Int) {
+        self.users = users
+        self.friendships = friendships
+    }
+
+    var summary: String { "\(users) users, \(friendships) friendships, \(users / 20) sessions, \(users / 10) standing shares" }
+
+    func name(_ index: Int) -> String { "user\(index)" }
+
+    private mutating func someone() -> String { name(Int(random.next() % UInt64(users))) }
+
+    private mutating func nextID(_ prefix: String) -> String {
+        serial += 1
+        return "\(prefix)_\(serial)"
+    }
+
+    mutating func initialChanges() -> [StoreChange] {
+        var changes: [StoreChange] = []
+        for index in 0..<users {
+            changes.append(.createUser(UserProfile(username: name(index), name: "User \(index)"), passwordHash: "x", at: now))
+            changes.append(.createToken(hash: "token\(index)", username: name(index), at: now))
+        }
+        var pairs = Set<[String]>()
+        while pairs.count < friendships {
+            let a = someone(), b = someone()
+            guard a != b else { continue }
+            let (first, second) = StoreChange.canonical(a, b)
+            if pairs.insert([first, second]).inserted { changes.append(.addFriendship(first, second, at: now)) }
+        }
+        for _ in 0..<(users / 20) {
+            let session = newSession()
+            changes.append(.saveSession(session))
+        }
+        for _ in 0..<(users / 10) { changes.append(.setStandingShare(owner: someone(), [someone(), someone()])) }
+        for _ in 0..<(users / 10) { changes.append(.setAlarmContacts(owner: someone(), [someone(), someone()])) }
+        for _ in 0..<(users / 20) { changes.append(.addFriendRequest(from: someone(), to: someone(), at: now)) }
+        for _ in 0..<(users / 20) {
+            changes.append(.saveMessage(MessageInfo(id: nextID("mg"), from: someone(), to: someone(), text: "hi", queuedAt: now)))
+        }
+        return changes
+    }
+
+    private mutating func newSession() -> FollowSession {
+        var owner = someone()
+        while !walking.insert(owner).inserted { owner = someone() }
+        var session = FollowSession(id: nextID("se"), owner: owner, note: nil, startedAt: now)
+        session.set(.accepted, for: someone())
+        session.set(.invited, for: someone())
+        openSessions.append(session)
+        return session
+    }
+
+    /// One commit of the mix: friend requests and their answers, walks starting and ending, messages, a
+    /// standing share changed, now and then an alarm.
+    mutating func nextCommit() -> [StoreChange] {
+        now += 50
+        switch random.next() % 10 {
+        case 0, 1:
+            let pair = (someone(), someone())
+            pendingRequests.append(pair)
+            return [.addFriendRequest(from: pair.0, to: pair.1, at: now)]
+        case 2:
+            guard !pendingRequests.isEmpty else { return [.lastSeen(username: someone(), at: now)] }
+            let (from, to) = pendingRequests.removeFirst()
+            return [.removeFriendRequest(from: from, to: to), .addFriendship(from, to, at: now)]
+        case 3:
+            return [.saveSession(newSession())]
+        case 4:
+            guard !openSessions.isEmpty else { return [] }
+            var session = openSessions.removeFirst()
+            walking.remove(session.owner)
+            session.set(.accepted, for: session.invitees.last ?? someone())
+            return [.saveSession(session), .endSession(id: session.id, reason: "ended", at: now)]
+        case 5, 6:
+            let id = nextID("mg")
+            return [.saveMessage(MessageInfo(id: id, from: someone(), to: someone(), text: "on my way", queuedAt: now))]
+        case 7:
+            return [.setStandingShare(owner: someone(), [someone(), someone(), someone()])]
+        case 8:
+            return [.savePause(LocationPause(owner: someone(), from: someone(), until: now + 60_000))]
+        default:
+            let alarm = Alarm(id: nextID("al"), owner: someone(), text: Alarm.defaultText, position: nil, createdAt: now,
+                              recipients: [someone(), someone()])
+            return [.saveAlarm(alarm)]
+        }
+    }
+}
+
+/// A small, seeded generator, so every run builds the same city.
+struct SplitMix {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
