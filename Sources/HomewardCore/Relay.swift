@@ -71,8 +71,8 @@ public actor Relay {
     var revokedTokens: [String] = []
     /// When reading the store's change count last failed (see `catchUpWithStore`).
     var changeCountFailedAt: Int64 = .min / 2
-    /// Set when a write was refused because the cache is behind the store (see `onCurrentCache`).
-    var cacheBehind = false
+    /// Set when a write was refused because the cache is behind the store: the store's count then (see `onCurrentCache`).
+    var cacheBehind: Int64?
     /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
@@ -294,8 +294,8 @@ public actor Relay {
             await handle(command)
             // A refused write that no `onCurrentCache` decided again (bookkeeping stored with `try?`): the
             // cache holds what was not stored and lacks what another relay stored; read it back now.
-            if cacheBehind {
-                cacheBehind = false
+            if cacheBehind != nil {
+                cacheBehind = nil
                 await reloadFromStore(afterRemoteChange: true)
             }
             await afterCommand()
@@ -819,7 +819,7 @@ public actor Relay {
             state.noteOwnWrite(count, changes: changes)
         } catch let behind as StoreCacheBehind where busIsShared {
             // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
-            cacheBehind = true
+            cacheBehind = behind.current
             logger.debug("write refused: the cache is behind the store", metadata: ["error": "\(behind)"])
             throw .storage("\(behind)")
         } catch {
@@ -846,22 +846,44 @@ public actor Relay {
         var attempts = 1
         while true {
             let before = state
-            cacheBehind = false
+            cacheBehind = nil
             do {
                 return try await attempt()
             } catch {
-                guard cacheBehind else { throw error }
-                cacheBehind = false
+                guard let current = cacheBehind else { throw error }
+                cacheBehind = nil
                 state = before
-                let reloaded = await reloadFromStore(afterRemoteChange: true)
-                guard reloaded, attempts < Self.writeAttempts else { throw error }
+                let caughtUp = await catchUp(to: current)
+                guard caughtUp, attempts < Self.writeAttempts else { throw error }
                 attempts += 1
             }
         }
     }
 
     /// How many times a request is decided and written before a refusal (`StoreCacheBehind`) is its answer.
-    public static let writeAttempts = 3
+    /// Several relays writing at once each lose at most once per other relay's write; a burst of a few
+    /// friends accepting together on different relays must not run out of attempts.
+    public static let writeAttempts = 6
+
+    /// After a refused write: the commits this cache lacks (up to the store's count `current`) are another
+    /// relay's, whose notices are usually here already or within a few milliseconds. Applying them costs
+    /// microseconds where a reload reads the whole store (and the longer the catch-up, the likelier another
+    /// write slips in before the next attempt). So this waits up to `refusalCatchUpWait` for those notices,
+    /// and reloads only when they do not come (or cannot be placed: then `handleRemoteNotices` reloads).
+    func catchUp(to current: Int64) async -> Bool {
+        // Real time, not `clock()` (the rules' clock, which tests move by hand): this waits for the bus.
+        let deadline = ContinuousClock.now + Self.refusalCatchUpWait
+        while true {
+            await handleRemoteNotices(takeRemoteNotices())
+            if let applied = state.loadedChangeCount, applied >= current, !state.ownWriteAhead { return !unstored }
+            guard ContinuousClock.now < deadline else { break }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return await reloadFromStore(afterRemoteChange: true)
+    }
+
+    /// How long a relay whose write was refused waits for the missing commits' notices before it reloads.
+    static let refusalCatchUpWait = Duration.milliseconds(50)
 
     /// Reads the durable state back after a failed write. When that fails too (the database is down),
     /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or

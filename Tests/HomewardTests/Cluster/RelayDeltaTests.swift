@@ -5,45 +5,6 @@ import HomewardStorage
 import Synchronization
 import XCTest
 
-/// A store that counts the writes other relays must hear of, as the PostgreSQL store does with its
-/// sequence, and how often it was loaded whole.
-final class CountingStore: RelayStore {
-    private let store: any RelayStore
-    private let counts = Mutex((changes: Int64(0), loads: 0))
-
-    init(_ store: any RelayStore) { self.store = store }
-
-    var loads: Int { counts.withLock { $0.loads } }
-
-    /// Makes the next counted write skip a count, as a transaction that took one and then failed does.
-    func skipACount() { counts.withLock { $0.changes += 1 } }
-
-    func load() async throws -> StoredState {
-        var stored = try await store.load()
-        stored.changeCount = counts.withLock { counts in
-            counts.loads += 1
-            return counts.changes
-        }
-        return stored
-    }
-
-    func apply(_ changes: [StoreChange]) async throws { _ = try await applyCounting(changes, expecting: nil) }
-
-    /// Counts like PostgreSQL but checks nothing: these tests hand notices over in order themselves.
-    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
-        try await store.apply(changes)
-        guard changes.contains(where: \.concernsOtherRelays) else { return nil }
-        return counts.withLock { counts in
-            counts.changes += 1
-            return counts.changes
-        }
-    }
-
-    func changeCount() async throws -> Int64? { counts.withLock { $0.changes } }
-    func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
-    func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
-}
-
 /// Two relays on one store: what one commits, the other applies to its cache from the notice (no reload),
 /// and reloads only when it cannot place a notice.
 final class RelayDeltaTests: XCTestCase {

@@ -25,7 +25,7 @@ final class WebSocketConnectionTests: XCTestCase {
         let connection = WebSocketConnection(relay: relay, limits: limits, metrics: RelayMetrics(factory: NOOPMetricsHandler.instance),
                                              loop: loop, logger: TestRelay.logger, peer: "127.0.0.1")
         try channel.pipeline.syncOperations.addHandler(connection)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
     }
 
     override func tearDown() {
@@ -83,7 +83,7 @@ final class WebSocketConnectionTests: XCTestCase {
     func testABurstOfPingsGetsOnePongWithTheLatestPayload() throws {
         // One read burst: three pings, then the end of the burst.
         for byte in UInt8(1)...3 {
-            channel.pipeline.fireChannelRead(NIOAny(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(bytes: [byte]))))
+            channel.pipeline.fireChannelRead(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(bytes: [byte])))
         }
         channel.pipeline.fireChannelReadComplete()
         channel.embeddedEventLoop.run()
