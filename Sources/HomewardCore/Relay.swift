@@ -837,13 +837,14 @@ public actor Relay {
 
     /// Runs `attempt` (decide on the cache, store what it decided; send nothing before) and, when its write
     /// was refused because another relay wrote since the cache was loaded (`StoreCacheBehind`), runs it again
-    /// on the state reloaded from the store, up to `writeAttempts` times in all; then the refusal stands as
+    /// on the state caught up with the store, up to `writeAttempts` times and `writeRetryTime` in all; then the refusal stands as
     /// the storage error. Nothing of a refused attempt stays: the state from before it is what is reloaded
     /// (what is not stored, such as rate limits and request notices, as it was before the attempt).
     /// A relay alone is never refused: it runs `attempt` once, and keeps no copy of the state.
     func onCurrentCache<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
         var attempts = 1
+        let giveUp = ContinuousClock.now + Self.writeRetryTime
         while true {
             let before = state
             cacheBehind = nil
@@ -854,16 +855,19 @@ public actor Relay {
                 cacheBehind = nil
                 state = before
                 let caughtUp = await catchUp(to: current)
-                guard caughtUp, attempts < Self.writeAttempts else { throw error }
+                guard caughtUp, attempts < Self.writeAttempts, ContinuousClock.now < giveUp else { throw error }
                 attempts += 1
             }
         }
     }
 
-    /// How many times a request is decided and written before a refusal (`StoreCacheBehind`) is its answer.
-    /// Several relays writing at once each lose at most once per other relay's write; a burst of a few
-    /// friends accepting together on different relays must not run out of attempts.
-    public static let writeAttempts = 6
+    /// How many times, and for how long, a request is decided and written before a refusal
+    /// (`StoreCacheBehind`) is its answer. Every counted write of the cluster moves the count that the others'
+    /// writes are checked against, so in a burst of writes on several relays (hundreds of friends accepting
+    /// invites at once) a relay may lose many times in a row; each loss costs a catch-up of a few
+    /// milliseconds, and some relay wins every round. Bounded so that a request never hangs.
+    public static let writeAttempts = 100
+    static let writeRetryTime = Duration.seconds(5)
 
     /// After a refused write: the commits this cache lacks (up to the store's count `current`) are another
     /// relay's, whose notices are usually here already or within a few milliseconds. Applying them costs

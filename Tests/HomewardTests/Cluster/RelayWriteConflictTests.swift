@@ -89,7 +89,11 @@ final class RelayWriteConflictTests: XCTestCase {
         store.interleave(Array(repeating: Self.carolAccepts(id), count: Relay.writeAttempts))
         let result = await harness.serve(.sessionAccept(sessionId: id), as: bobAuth, sink: bob)
         guard case .failure(.storage) = result else { return XCTFail("expected a storage error, got \(result)") }
-        XCTAssertEqual(store.refused, Relay.writeAttempts)
+        // Given up after its attempts or its time, whichever ran out first (each attempt here waits for notices
+        // that never come).
+        XCTAssertGreaterThan(store.refused, 1, "decided again after a refusal")
+        XCTAssertLessThanOrEqual(store.refused, Relay.writeAttempts)
+        store.stopInterleaving()
         XCTAssertEqual(alice.events("session.accepted"), [], "nothing of a refused attempt is sent")
         XCTAssertEqual(bus.notices, [], "nor told the other relays")
         let stored = try await store.load().sessions.first { $0.id == id }

@@ -35,6 +35,11 @@ final class CountingStore: RelayStore {
         counted.withLock { $0.interlopers += writes }
     }
 
+    /// Drops the writes `interleave` still had for the relay's next writes.
+    func stopInterleaving() {
+        counted.withLock { $0.interlopers.removeAll() }
+    }
+
     func load() async throws -> StoredState {
         var stored = try await store.load()
         stored.changeCount = counted.withLock { counted in
