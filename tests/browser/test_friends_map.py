@@ -17,7 +17,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from conftest import CHROMIUM, PHONE, Harness, befriend_page, browser_for, contract, register_in_page, relay_key_hashes
+from conftest import (CHROMIUM, PHONE, WEB_ARGS, Harness, befriend_page, browser_for, contract, register_in_page, relay_key_hashes,
+                      started_relay)
 
 NO_ID = contract.NO_ID
 HERE = (57.70890, 11.97460)
@@ -237,6 +238,7 @@ async def test_messages_show_their_states_count_unread_and_never_take_focus_from
         fay_row = page.get_by_role("listitem").filter(has_text="Fay (@")
         await fay_row.get_by_role("button", name="Messages (1 unread)").wait_for()
         await page.get_by_role("status").filter(has_text="New message from Fay").wait_for()
+        await screenshots(page, "home-unread")
         await fay_row.get_by_role("button", name="Messages (1 unread)").click()
         thread = page.get_by_role("list", name="Messages with Fay")
         await thread.get_by_text(HOSTILE_TEXT, exact=True).wait_for()
@@ -329,3 +331,35 @@ async def test_the_app_is_installable_and_runs_no_service_worker_until_notificat
         finally:
             await context.close()
     assert {urlsplit(url).hostname for url in requests} <= {hw.relay.host}, requests
+
+
+async def test_without_leaflet_the_friends_map_draws_its_own_and_a_tap_still_proposes(relay_binary, tmp_path_factory):
+    with started_relay(relay_binary, tmp_path_factory.mktemp("friends-plain"), *WEB_ARGS, "--leaflet-dir", "/nonexistent") as relay:
+        hw = Harness(relay)
+        try:
+            async with browser_for(relay) as browser:
+                page = await browser.page()
+                username = await register_in_page(page, browser.origin, "plainmap")
+                [ann] = await friends_with_page(hw, page, username, ("ann", HOSTILE_NAME))
+                await ann.ok("share.always", **{"with": [username]})
+                await ann.request("pos", id=NO_ID, **fix())
+                await open_map(page)
+                assert await page.get_attribute("#friends-map", "data-renderer") == "plain"
+                await page.locator("#friends-map").get_by_text(HOSTILE_NAME, exact=True).wait_for()
+                await assert_no_markup(page)
+                # The dot is a friend: a tap opens their details. Elsewhere, a tap proposes a meeting point there.
+                await page.locator("#friends-map circle.friend").click()
+                await page.get_by_role("region", name=re.compile("Ann")).wait_for()
+                box = await page.locator("#friends-map").bounding_box()
+                await page.locator("#friends-map").click(position={"x": box["width"] / 2 + 60, "y": box["height"] / 2})
+                form = page.get_by_role("form", name="Propose a meeting point")
+                await form.get_by_label("Name of the place").fill("The bench")
+                await form.get_by_role("checkbox", name=re.compile("Ann")).check()
+                await form.get_by_role("button", name="Propose").click()
+                meeting = (await ann.expect_event("meet", timeout=10))["meeting"]
+                # East of Ann by the tapped distance (a few hundred metres at most), same latitude.
+                assert meeting["lat"] == pytest.approx(HERE[0], abs=0.0005) and HERE[1] < meeting["lon"] < HERE[1] + 0.01, meeting
+                await page.locator("#friends-map").get_by_text("The bench", exact=True).wait_for()
+                assert not [u for u in browser.requests if "/vendor/" in u]
+        finally:
+            await hw.aclose()
