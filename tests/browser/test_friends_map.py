@@ -107,17 +107,19 @@ async def test_choosing_whom_to_share_with_and_pausing_with_the_time_left(hw, sc
         await page.get_by_role("button", name="Who sees me").click()
 
         # Share with Carl only: he hears so, and gets the page's positions (no walk needed).
-        await page.get_by_role("checkbox", name=re.compile("Carl")).check()
-        await page.get_by_role("button", name="Save").click()
+        share = page.get_by_role("region", name="Share my location at all times with")
+        await share.get_by_role("checkbox", name=re.compile("Carl")).check()
+        await share.get_by_role("button", name="Save").click()
         sharing = await carl.expect_event("friend.sharing", timeout=10)
         assert sharing == {"type": "friend.sharing", "username": username, "sharing": True}
         pos = await carl.expect_event("pos", timeout=15, predicate=lambda e: e.get("from") == username)
         assert pos["lat"] == pytest.approx(HERE[0])
         await dina.no_event("friend.sharing", within=0.2)
 
-        # Pause for Carl for an hour: the banner says for whom and how long is left.
+        # Pause for chosen friends (Carl) for an hour: the banner says for whom and how long is left.
         form = page.get_by_role("form", name="Pause my location")
-        await form.get_by_label("From").select_option(label=f"Carl (@{carl.username})")
+        await form.get_by_label("Chosen friends").check()
+        await form.get_by_role("checkbox", name=re.compile("Carl")).check()
         await form.get_by_label("For").select_option(label="1 hour")
         await form.get_by_role("button", name="Pause").click()
         banner = page.get_by_role("status").filter(has_text="Location paused for Carl")
@@ -127,7 +129,7 @@ async def test_choosing_whom_to_share_with_and_pausing_with_the_time_left(hw, sc
 
         # And for everyone until a time chosen in the form (local time of the page: Europe/Stockholm).
         until = datetime.now(ZoneInfo("Europe/Stockholm")) + timedelta(minutes=90)
-        await form.get_by_label("From").select_option(label="everyone")
+        await form.get_by_label("Everyone").check()
         await form.get_by_label("For").select_option(label="until a time…")
         await form.get_by_label("pause until").fill(until.strftime("%Y-%m-%dT%H:%M"))
         await form.get_by_role("button", name="Pause").click()

@@ -138,7 +138,7 @@ function show(next) {
     case 'home': view.cleanup = renderHome(app, main); break;
     case 'walk': view.cleanup = renderWalk(app, main, next.sessionId); break;
     case 'walker': view.cleanup = renderWalker(app, main); break;
-    case 'map': view.cleanup = renderFriendsMap(app, main, next); break;
+    case 'map': view.cleanup = renderFriendsMap(app, main); break;
     case 'sharing': view.cleanup = renderSharing(app, main); break;
     case 'thread': view.cleanup = renderThread(app, main, next.username); break;
     default: mount(main, h('p', { class: 'loading' }, 'Connecting…'));

@@ -15,6 +15,7 @@ export async function loadFriendsMap(app) {
   const [sharing, meetings] = await Promise.all([socket.request('share.always'), socket.request('meet.list')]);
   state.setSharing(sharing);
   state.setMeetings(meetings.meetings);
+  for (const username of [...state.sharers.keys()]) if (!state.friends.has(username)) state.dropSharer(username); // unfriended while we were away
   await Promise.all([...state.friends.keys()].map((username) => locateFriend(app, username)));
 }
 

@@ -9,9 +9,9 @@ import { locateFriend } from './friends-map-sync.js';
 import { pauseBanners, whoSeesMeCard } from './sharing-view.js';
 import { coordinates, displayName, distance, when, localInputValue } from './format.js';
 
-export function renderFriendsMap(app, main, options = {}) {
+export function renderFriendsMap(app, main) {
   const { state, socket } = app;
-  let selected = options.username || null;
+  let selected = null; // the friend whose details are open
   let pick = null;
   const banners = h('div', { id: 'pauses' });
   const whoCard = h('div', { id: 'who-sees-me' });
@@ -153,7 +153,6 @@ export function renderFriendsMap(app, main, options = {}) {
   drawList();
   drawDetails();
   drawMeetings();
-  if (selected) act(locateFriend(app, selected));
   return () => {
     disposed = true;
     state.removeEventListener('changed', onChange);

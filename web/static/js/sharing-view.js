@@ -93,12 +93,17 @@ export function renderSharing(app, main) {
 
   function drawPauseForm() {
     const friends = [...state.friends.values()].sort((a, b) => a.username.localeCompare(b.username));
+    const chosen = h('div', { class: 'chosen hidden' }, friends.map((f) => h('label', { class: 'check' },
+      h('input', { type: 'checkbox', name: 'pauseFrom', value: f.username }), displayName(f))));
+    const toggle = () => chosen.classList.toggle('hidden', pauseCard.elements.scope.value !== 'chosen');
     const until = h('input', { type: 'datetime-local', name: 'until', 'aria-label': 'pause until', class: 'hidden' });
     const duration = h('select', { name: 'duration', onchange: () => until.classList.toggle('hidden', duration.value !== 'time') },
       DURATIONS.map(([value, text]) => h('option', { value }, text)));
     mount(pauseCard, h('h2', { id: 'pause-title' }, 'Pause my location'),
-      h('label', {}, 'From', h('select', { name: 'from' }, h('option', { value: '' }, 'everyone'),
-        friends.map((f) => h('option', { value: f.username }, displayName(f))))),
+      h('fieldset', {}, h('legend', {}, 'Hide it from'),
+        h('label', { class: 'check' }, h('input', { type: 'radio', name: 'scope', value: 'everyone', checked: true, onchange: toggle }), 'Everyone'),
+        h('label', { class: 'check' }, h('input', { type: 'radio', name: 'scope', value: 'chosen', onchange: toggle }), 'Chosen friends'),
+        chosen),
       h('label', {}, 'For', duration), until,
       h('p', { class: 'muted small' }, 'An alarm you raise still shows your position to its recipients.'),
       h('button', { type: 'submit', class: 'primary' }, 'Pause'));
@@ -107,20 +112,24 @@ export function renderSharing(app, main) {
   async function pause(event) {
     event.preventDefault();
     const form = pauseCard;
-    const from = form.elements.from.value;
     const duration = form.elements.duration.value;
-    const fields = from ? { from } : {};
+    let until;
     if (duration === 'time') {
-      const at = new Date(form.elements.until.value).getTime();
-      if (!Number.isFinite(at)) { app.notify('Choose the time the pause ends'); return; }
-      fields.until = at;
+      until = new Date(form.elements.until.value).getTime();
+      if (!Number.isFinite(until)) { app.notify('Choose the time the pause ends'); return; }
     } else if (duration !== 'resume') {
-      fields.until = Date.now() + Number(duration) * 60000;
+      until = Date.now() + Number(duration) * 60000;
     }
+    // One pause per chosen friend (the relay keeps them apart), or one from everyone.
+    const from = form.elements.scope.value === 'chosen'
+      ? [...form.querySelectorAll('input[name=pauseFrom]:checked')].map((input) => input.value) : [null];
+    if (!from.length) { app.notify('Choose the friends to pause for'); return; }
     try {
-      state.setSharing(await socket.request('location.pause', fields));
+      for (const name of from) {
+        state.setSharing(await socket.request('location.pause', { ...(name ? { from: name } : {}), ...(until ? { until } : {}) }));
+      }
     } catch (error) {
-      app.notify(error.code === 'bad_request' ? 'The end of a pause must be in the next 7 days.' : error.message);
+      app.notify(error.code === 'bad_request' ? 'A pause must end in the future, at most 7 days ahead.' : error.message);
     }
   }
 
