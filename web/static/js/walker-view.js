@@ -21,10 +21,13 @@ export class WalkerMode {
     app.socket.addEventListener('state', () => {
       if (app.socket.isOpen && this.unsent) this.sendPosition(this.unsent);
     });
+    let sharedAlways = false;
     app.state.addEventListener('changed', (event) => {
       if (event.detail !== 'sharing') return;
-      if (this.sharingAlways()) this.watch();
-      else this.ended();
+      const was = sharedAlways;
+      sharedAlways = this.sharingAlways();
+      if (sharedAlways) this.watch();
+      else if (was) this.ended(); // stopped sharing at all times: the watch stops unless a walk or alarm needs it
     });
   }
 
