@@ -162,6 +162,26 @@ async def test_choosing_whom_to_share_with_and_pausing_with_the_time_left(hw, sc
         assert "Dina (follows your walk)" in await who.text_content()
         await screenshots(page, "friends-map-walk")
 
+        # Paused for everyone, nobody sees the walk; an alarm's recipients see it whatever the pause.
+        await page.get_by_role("button", name="Who sees me").click()
+        await form.get_by_label("Everyone").check()
+        await form.get_by_label("For").select_option(label="until I resume")
+        await form.get_by_role("button", name="Pause").click()
+        await everyone.wait_for()
+        assert "until you resume" in await everyone.text_content()
+        await page.get_by_role("button", name="‹ Map").click()
+        await who.get_by_text("Nobody sees your position right now.").wait_for()
+        await page.get_by_role("button", name="‹ Back").click()
+        await page.click("#share-walk")
+        await page.click("#panic")
+        await page.click("#panic-send")
+        await dina.expect_event("alarm", timeout=10)
+        await page.get_by_role("button", name="‹ Back").click()
+        await open_map(page)
+        await who.get_by_text("Dina").wait_for()
+        text = await who.text_content()
+        assert "Carl (your alarm, even while paused)" in text and "Dina (your alarm, even while paused)" in text, text
+
 
 async def test_meeting_points_are_proposed_on_the_map_answered_and_cancelled(hw, screenshots):
     async with browser_for(hw.relay) as browser:

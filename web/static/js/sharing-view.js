@@ -43,7 +43,7 @@ export function whoSeesMe(state) {
   const walk = state.own && !state.own.ended ? state.own : null;
   if (walk) for (const name of walk.session.observers) if (!hidden(name)) add(name, 'follows your walk');
   const alarmOn = [...state.alarms.values()].some((a) => a.from.username === state.me?.username);
-  if (alarmOn) for (const name of state.sharing.alarmRecipients) add(name, hidden(name) ? 'your alarm (despite the pause)' : 'your alarm');
+  if (alarmOn) for (const name of state.sharing.alarmRecipients) add(name, hidden(name) ? 'your alarm, even while paused' : 'your alarm');
   return { walk: Boolean(walk), alarm: alarmOn, people: [...seen].map(([username, why]) => ({ username, why })) };
 }
 
