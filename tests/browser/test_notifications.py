@@ -21,7 +21,12 @@ AUTH = "BTBZMqHH6r4Tts7J_aSIgg"
 
 
 async def service_worker(page):
-    """The page's active service worker (Playwright's handle), once it controls the page's scope."""
+    """The page's active service worker (Playwright's handle), once it controls the page's scope. The
+    app registers it only when notifications are turned on: this taps "Turn on" (headless Chromium has
+    no push service, so the subscription fails, but the worker is there)."""
+    assert await page.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)") == 0
+    await page.click("#alarm-notifications-button")
+    await page.locator("#alarm-notifications:not([data-state=working])").wait_for()
     scope = await page.evaluate("navigator.serviceWorker.ready.then(r => r.scope)")
     workers = page.context.service_workers
     worker = workers[0] if workers else await page.context.wait_for_event("serviceworker")
@@ -189,6 +194,8 @@ async def test_turning_on_hands_the_subscription_to_the_relay_and_off_removes_it
                 await page.locator("#alarm-notifications[data-state=off]").wait_for()
                 assert (await same_user.ok("push.list"))["subscriptions"] == []
                 assert await page.evaluate("window.fakePushUnsubscribed") is True
+                # Off means no service worker of the app either.
+                assert await page.evaluate("navigator.serviceWorker.getRegistrations().then(r => r.length)") == 0
         finally:
             await hw.aclose()
 

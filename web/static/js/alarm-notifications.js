@@ -1,11 +1,12 @@
 // Alarm notifications: the service worker (/sw.js) plus a Web Push subscription made with the
 // relay's VAPID key, so that an alarm reaches this browser while no tab of the app is open.
 //
-// The worker is registered on every load (it shows notifications and nothing else). Subscribing
-// needs a tap (browsers ask for the Notification permission only on a user gesture) and a push
-// service: a browser without one (headless, offline, or one that blocks it) says why, and the app
-// carries on without push. Signing out turns it off, so the next account on this browser does not
-// get the last one's alarms.
+// The worker (it shows notifications and nothing else) is registered only when the person turns
+// notifications on, and unregistered when they turn them off: a browser that never asked for
+// notifications runs no worker of this app. Subscribing needs a tap (browsers ask for the
+// Notification permission only on a user gesture) and a push service: a browser without one
+// (headless, offline, or one that blocks it) says why, and the app carries on without push.
+// Signing out turns it off, so the next account on this browser does not get the last one's alarms.
 
 import { RelayError } from './relay.js';
 
@@ -19,13 +20,6 @@ export class AlarmNotifications extends EventTarget {
     this.status = 'off';
     this.detail = '';
     this.supported = 'serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window;
-    this.registration = this.supported
-      ? navigator.serviceWorker.register(WORKER, { scope: '/' }).catch((error) => {
-        this.supported = false;
-        this.set('unsupported', `the service worker did not start: ${error.message}`);
-        return null;
-      })
-      : Promise.resolve(null);
     if (this.supported) {
       navigator.serviceWorker.addEventListener('message', (event) => {
         if (event.data && event.data.type === 'homeward.open-alarm') app.openAlarm(String(event.data.alarmId));
@@ -41,6 +35,26 @@ export class AlarmNotifications extends EventTarget {
     this.dispatchEvent(new CustomEvent('changed'));
   }
 
+  /** The worker's registration made by an earlier "Turn on", or null. */
+  async existing() {
+    if (!this.supported) return null;
+    try {
+      return (await navigator.serviceWorker.getRegistration('/')) || null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Registers the worker (on a tap on "Turn on"); null with the reason shown when it cannot start. */
+  async register() {
+    try {
+      return await navigator.serviceWorker.register(WORKER, { scope: '/' });
+    } catch (error) {
+      this.set('unsupported', `the service worker did not start: ${error.message}`);
+      return null;
+    }
+  }
+
   /** The relay's key, or null when it offers no push. */
   get key() {
     const { state } = this.app;
@@ -52,8 +66,8 @@ export class AlarmNotifications extends EventTarget {
     if (!this.supported) return this.set('unsupported', this.detail || 'this browser has no Web Push');
     if (!this.key) return this.set('unsupported', 'this relay does not send push notifications');
     if (Notification.permission === 'denied') return this.set('blocked');
-    const registration = await this.registration;
-    if (!registration) return this.set('unsupported', this.detail);
+    const registration = await this.existing();
+    if (!registration) return this.set('off');
     try {
       const subscription = await registration.pushManager.getSubscription();
       if (!subscription || Notification.permission !== 'granted') return this.set('off');
@@ -71,8 +85,8 @@ export class AlarmNotifications extends EventTarget {
       const permission = await Notification.requestPermission();
       if (permission === 'denied') return this.set('blocked');
       if (permission !== 'granted') return this.set('off', 'permission not given');
-      const registration = await this.registration;
-      if (!registration) return this.set('unsupported', this.detail);
+      const registration = await this.register();
+      if (!registration) return null;
       await navigator.serviceWorker.ready;
       let subscription = await registration.pushManager.getSubscription();
       if (subscription && !sameKey(subscription, this.key)) {
@@ -89,16 +103,22 @@ export class AlarmNotifications extends EventTarget {
     }
   }
 
-  /** On a tap, and at sign-out: the relay forgets the subscription and the browser drops it. */
+  /** At sign-out: off, if a worker is registered at all (also one whose subscribe failed). */
+  async turnOffAtSignOut() {
+    if (this.status === 'on' || await this.existing()) await this.turnOff();
+  }
+
+  /** On a tap, and at sign-out: the relay forgets the subscription, the browser drops it and the worker. */
   async turnOff() {
     this.set('working');
     try {
-      const registration = await this.registration;
+      const registration = await this.existing();
       const subscription = registration && await registration.pushManager.getSubscription();
       if (subscription) {
         await this.forget(subscription.endpoint);
         await subscription.unsubscribe();
       }
+      if (registration) await registration.unregister();
       this.set('off');
     } catch (error) {
       this.failed(error);

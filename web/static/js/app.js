@@ -13,6 +13,11 @@ import { renderWalk } from './walk-view.js';
 import { renderWalker, WalkerMode } from './walker-view.js';
 import { AlarmOverlay } from './alarm-view.js';
 import { AlarmNotifications } from './alarm-notifications.js';
+import { MessageBook } from './messages.js';
+import { loadFriendsMap, handleFriendsMapEvent, friendMoved, friendGone } from './friends-map-sync.js';
+import { renderFriendsMap } from './friends-map-view.js';
+import { renderSharing } from './sharing-view.js';
+import { renderThread } from './thread-view.js';
 
 const TOKEN_KEY = 'homeward.token';
 
@@ -20,9 +25,11 @@ const state = new AppState();
 const root = document.getElementById('app');
 const statusBar = h('div', { class: 'status', role: 'status', id: 'connection' });
 const toast = h('div', { class: 'toast hidden', role: 'alert', id: 'toast' });
+// New messages and meeting points are announced here, politely: never a focus change, never over an alarm.
+const announcer = h('div', { class: 'announcer hidden', role: 'status', 'aria-live': 'polite', id: 'announcer' });
 const main = h('div', { class: 'view', id: 'view' });
 const overlayLayer = h('div', { id: 'overlay' });
-mount(root, statusBar, main, toast, overlayLayer);
+mount(root, statusBar, announcer, main, toast, overlayLayer);
 
 let view = { name: 'loading' };
 let authenticated = false;
@@ -31,8 +38,10 @@ const socket = new RelaySocket({ onOpen: authenticate });
 const app = {
   state, socket,
   mapSupport: loadMapSupport(),
-  show, notify, signedIn, signOut, reportError, openAlarm,
+  show, notify, announce, signedIn, signOut, reportError, openAlarm,
   walker: null,
+  messages: new MessageBook(),
+  readingThread: null, // the friend whose thread is on screen (their messages are read as they come)
 };
 app.walker = new WalkerMode(app);
 app.alarms = new AlarmOverlay(app, overlayLayer);
@@ -77,6 +86,7 @@ async function signedIn(reply) {
   const sameUser = state.me && state.me.username === reply.user.username;
   if (!sameUser) state.reset();
   state.me = reply.user;
+  app.messages.open(reply.user.username);
   state.features = reply.features || [];
   state.vapidPublicKey = reply.vapidPublicKey || null;
   authenticated = true;
@@ -85,18 +95,20 @@ async function signedIn(reply) {
   state.setFriendList(friends);
   state.setSessionList(sessions);
   app.walker.resume();
+  await loadFriendsMap(app).catch(reportError);
   if (!sameUser || view.name === 'sign-in' || view.name === 'loading') show({ name: 'home' });
   else show(view);
 }
 
 async function signOut() {
-  if (app.notifications.status === 'on') await app.notifications.turnOff();
+  await app.notifications.turnOffAtSignOut();
   try {
     await socket.request('logout');
   } catch {
     // Offline: the token is forgotten here anyway.
   }
   localStorage.removeItem(TOKEN_KEY);
+  app.messages.forget();
   app.walker.stop();
   state.reset();
   authenticated = false;
@@ -126,18 +138,23 @@ function show(next) {
     case 'home': view.cleanup = renderHome(app, main); break;
     case 'walk': view.cleanup = renderWalk(app, main, next.sessionId); break;
     case 'walker': view.cleanup = renderWalker(app, main); break;
+    case 'map': view.cleanup = renderFriendsMap(app, main); break;
+    case 'sharing': view.cleanup = renderSharing(app, main); break;
+    case 'thread': view.cleanup = renderThread(app, main, next.username); break;
     default: mount(main, h('p', { class: 'loading' }, 'Connecting…'));
   }
   tick();
 }
 
 function handleEvent(message) {
+  if (handleFriendsMapEvent(app, message)) return;
   switch (message.type) {
     case 'friend.request':
     case 'friend.added':
     case 'friend.declined':
     case 'friend.removed':
       if (message.type === 'friend.request') notify(`${message.from.name || message.from.username} wants to be your friend`);
+      if (message.type === 'friend.removed') friendGone(app, message.username);
       refreshLists();
       break;
     case 'presence': {
@@ -187,19 +204,24 @@ function handleEvent(message) {
       }
       break;
     }
-    case 'pos':
+    case 'pos': {
+      let explained = false;
       for (const walk of state.walksOf(message.from)) {
+        explained = true;
         if (walk === state.own) continue; // our own fixes are drawn as they are taken
         walk.add(message);
         state.changed(`position:${walk.session.sessionId}`);
       }
       for (const alarm of state.alarms.values()) {
         if (alarm.from.username === message.from) {
+          explained = true;
           alarm.position = message;
           state.changed('alarms');
         }
       }
+      friendMoved(app, message, explained);
       break;
+    }
     case 'alarm':
       state.alarms.set(message.alarm.alarmId, { ...message.alarm, repeat: message.repeat });
       state.changed('alarms');
@@ -258,6 +280,13 @@ function notify(text) {
   toast.classList.remove('hidden');
   clearTimeout(notify.timer);
   notify.timer = setTimeout(() => toast.classList.add('hidden'), 5000);
+}
+
+function announce(text) {
+  announcer.textContent = text;
+  announcer.classList.remove('hidden');
+  clearTimeout(announce.timer);
+  announce.timer = setTimeout(() => announcer.classList.add('hidden'), 6000);
 }
 
 function reportError(error) {

@@ -60,3 +60,17 @@ export function refreshTimes(root = document, now = Date.now()) {
     el.classList.toggle('overdue', now > deadline);
   }
 }
+
+/** "22:30" today, "Thu 26 Nov 22:30" on another day. */
+export function when(ts, now = Date.now()) {
+  const date = new Date(ts);
+  if (date.toDateString() === new Date(now).toDateString()) return clock(ts);
+  return `${date.toLocaleDateString([], { weekday: 'short', day: 'numeric', month: 'short' })} ${clock(ts)}`;
+}
+
+/** The value a datetime-local input shows for `ts`, in local time ("2026-11-25T22:30"). */
+export function localInputValue(ts) {
+  const d = new Date(ts);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}

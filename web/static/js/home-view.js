@@ -1,8 +1,10 @@
-// The home screen: walks you follow, invitations, your own walk, alarms, friends and requests.
+// The home screen: walks you follow, invitations, your own walk, alarms, friends and requests, and
+// with the friends' map: the way to it (with what is new there), your pauses, unread messages.
 // Lists are redrawn when the state changes; the add-friend form is drawn once so typing survives.
 
 import { h, mount, formValues, agoText } from './dom.js';
 import { displayName } from './format.js';
+import { pauseBanners } from './sharing-view.js';
 
 /** What the alarm-notifications card says in each state, and its button (none: nothing to do here). */
 const NOTIFICATION_STATES = {
@@ -20,6 +22,7 @@ export function renderHome(app, main) {
   const walks = h('section', { id: 'walks' });
   const invites = h('section', { id: 'invites' });
   const own = h('section', { id: 'own-walk' });
+  const friendsMap = h('section', { id: 'friends-map-entry' });
   const requests = h('section', { id: 'requests' });
   const friends = h('section', { id: 'friends' });
   const notifications = h('section', { class: 'card', id: 'alarm-notifications' });
@@ -30,7 +33,7 @@ export function renderHome(app, main) {
   mount(main,
     h('header', { class: 'top' }, h('h1', {}, 'Homeward'),
       h('button', { type: 'button', class: 'link', id: 'sign-out', onclick: () => app.signOut() }, 'Sign out')),
-    alarms, own, walks, invites, requests,
+    alarms, own, friendsMap, walks, invites, requests,
     h('h2', {}, 'Friends'), friends, addForm, notifications);
 
   const act = (promise) => promise.catch((error) => app.reportError(error));
@@ -56,6 +59,16 @@ export function renderHome(app, main) {
     const mine = state.own && !state.own.ended;
     mount(own, h('button', { type: 'button', class: mine ? 'primary sharing' : 'primary', id: 'share-walk', onclick: () => app.show({ name: 'walker' }) },
       mine ? 'Your walk is shared: open' : 'Share my walk'));
+
+    if (state.hasFriendsMap) {
+      const sharing = state.sharers.size;
+      const me = state.me?.username;
+      const proposals = [...state.meetings.values()].filter((m) => m.invited.some((i) => i.username === me && i.response === 'pending')).length;
+      const facts = [sharing ? `${sharing} sharing with you` : null, proposals ? `${proposals} meeting point${proposals > 1 ? 's' : ''} to answer` : null].filter(Boolean);
+      mount(friendsMap, pauseBanners(app),
+        h('button', { type: 'button', class: 'map-entry', id: 'open-friends-map', onclick: () => app.show({ name: 'map' }) },
+          h('strong', {}, 'Friends’ map'), facts.length ? h('span', { class: 'meta' }, facts.join(' · ')) : null));
+    }
 
     const followed = [...state.following.values()];
     mount(walks, followed.length ? h('h2', {}, 'Walks you follow') : null,
@@ -95,8 +108,17 @@ export function renderHome(app, main) {
       h('ul', { class: 'friends' }, list.map((friend) => h('li', { dataset: { username: friend.username, online: String(Boolean(friend.online)) } },
         h('span', { class: `dot ${friend.online ? 'online' : 'offline'}` }),
         h('span', { class: 'name' }, displayName(friend)),
-        h('span', { class: 'meta' }, friend.online ? 'online' : friend.lastSeen ? ['seen ', agoText(friend.lastSeen)] : 'offline')))),
+        h('span', { class: 'meta' }, friend.online ? 'online' : friend.lastSeen ? ['seen ', agoText(friend.lastSeen)] : 'offline'),
+        state.hasFriendsMap ? messageButton(friend) : null))),
       state.outgoing.length ? h('p', { class: 'muted' }, `Asked: ${state.outgoing.map((u) => '@' + u.username).join(', ')}`) : null);
+  }
+
+  function messageButton(friend) {
+    const unread = app.messages.unread(friend.username);
+    return h('button', {
+      type: 'button', class: unread ? 'message unread' : 'message', dataset: { unread: String(unread) },
+      onclick: () => app.show({ name: 'thread', username: friend.username }),
+    }, unread ? `Messages (${unread} unread)` : 'Messages');
   }
 
   async function accept(session) {
@@ -126,10 +148,12 @@ export function renderHome(app, main) {
   const onChange = () => draw();
   state.addEventListener('changed', onChange);
   app.notifications.addEventListener('changed', drawNotifications);
+  app.messages.addEventListener('changed', onChange);
   draw();
   drawNotifications();
   return () => {
     state.removeEventListener('changed', onChange);
     app.notifications.removeEventListener('changed', drawNotifications);
+    app.messages.removeEventListener('changed', onChange);
   };
 }

@@ -1,5 +1,6 @@
 // What the app knows, updated from the relay's replies and events. Views read it; `changed` tells
-// them which part moved ("friends", "sessions", "alarms", "own", "position:<sessionId>").
+// them which part moved ("friends", "sessions", "alarms", "own", "position:<sessionId>", and for the
+// friends' map "sharers", "sharing", "meetings", "messages").
 
 export class AppState extends EventTarget {
   constructor() {
@@ -18,6 +19,49 @@ export class AppState extends EventTarget {
     this.following = new Map(); // sessionId -> Walk
     this.own = null; // Walk of the user's own session
     this.alarms = new Map(); // alarmId -> alarm (to me, or mine)
+    // The friends' map (relay feature "friends-map").
+    this.sharers = new Map(); // username -> {username, position|null}: friends who share with me at all times
+    this.sharing = { with: [], pauses: [], alarmRecipients: [] }; // whom I share with, my pauses
+    this.meetings = new Map(); // meetingId -> meeting, proposed by me or to me
+  }
+
+  get hasFriendsMap() {
+    return this.features.includes('friends-map');
+  }
+
+  /** A friend shares with me (or still does): their last position, when the relay had one. */
+  setSharer(username, position) {
+    const known = this.sharers.get(username);
+    const newer = position && typeof position.lat === 'number' && (!known?.position || (position.ts || 0) >= (known.position.ts || 0));
+    this.sharers.set(username, { username, position: newer ? position : known?.position || null });
+    this.changed('sharers');
+  }
+
+  /** A friend stopped sharing, unfriended or blocked me: off the map at once. */
+  dropSharer(username) {
+    if (this.sharers.delete(username)) this.changed('sharers');
+  }
+
+  /** The reply of share.always, location.pause and location.resume. */
+  setSharing(reply) {
+    this.sharing = { with: reply.with || [], pauses: reply.pauses || [], alarmRecipients: reply.alarmRecipients || [] };
+    this.changed('sharing');
+  }
+
+  setMeeting(meeting) {
+    this.meetings.set(meeting.meetingId, meeting);
+    this.changed('meetings');
+  }
+
+  setMeetings(list) {
+    this.meetings = new Map((list || []).map((m) => [m.meetingId, m]));
+    this.changed('meetings');
+  }
+
+  /** A friend's name as the friend list has it (the username until it is known). */
+  nameOf(username) {
+    const friend = this.friends.get(username);
+    return friend?.name || username;
   }
 
   changed(what) {

@@ -1,12 +1,14 @@
 // Walker mode: "Share my walk" starts a session (all friends invited), sends the phone's positions
 // from the Geolocation API while it lasts, checks in, ends, and raises a panic alarm after asking
-// for confirmation. WalkerMode keeps sharing while the user looks at other screens.
+// for confirmation. WalkerMode keeps sharing while the user looks at other screens, and also sends
+// positions while the user shares with chosen friends at all times (the friends' map).
 
 import { h, mount, formValues } from './dom.js';
 import { WalkMap } from './walk-map.js';
 import { walkFacts, endingText } from './walk-info.js';
 import { Walk } from './store.js';
 import { clock } from './format.js';
+import { refreshSharing } from './friends-map-sync.js';
 
 const HEARTBEAT = 10000;
 
@@ -19,6 +21,19 @@ export class WalkerMode {
     app.socket.addEventListener('state', () => {
       if (app.socket.isOpen && this.unsent) this.sendPosition(this.unsent);
     });
+    let sharedAlways = false;
+    app.state.addEventListener('changed', (event) => {
+      if (event.detail !== 'sharing') return;
+      const was = sharedAlways;
+      sharedAlways = this.sharingAlways();
+      if (sharedAlways) this.watch();
+      else if (was) this.ended(); // stopped sharing at all times: the watch stops unless a walk or alarm needs it
+    });
+  }
+
+  /** Whether some friends get our positions at all times (share.always). */
+  sharingAlways() {
+    return this.app.state.sharing.with.length > 0;
   }
 
   get walk() {
@@ -87,7 +102,7 @@ export class WalkerMode {
   }
 
   sendPosition(pos) {
-    const sharing = (this.walk && !this.walk.ended) || this.ownAlarm();
+    const sharing = (this.walk && !this.walk.ended) || this.ownAlarm() || this.sharingAlways();
     if (!sharing) return;
     this.unsent = this.app.socket.send('pos', pos) ? null : pos;
   }
@@ -103,8 +118,9 @@ export class WalkerMode {
     this.watchId = null;
   }
 
+  /** The walk or the alarm ended: the location watch stops unless something else still needs it. */
   ended() {
-    if (!this.ownAlarm()) this.stop();
+    if (!this.ownAlarm() && !this.sharingAlways() && !(this.walk && !this.walk.ended)) this.stop();
   }
 
   async end() {
@@ -132,6 +148,7 @@ export class WalkerMode {
     const reply = await this.app.socket.request('alarm.raise', fields);
     this.app.state.alarms.set(reply.alarm.alarmId, reply.alarm);
     this.app.state.changed('alarms');
+    refreshSharing(this.app);
     this.watch();
     return reply;
   }
@@ -140,7 +157,8 @@ export class WalkerMode {
     await this.app.socket.request('alarm.cancel', { alarmId: alarm.alarmId, reason: 'I am safe' });
     this.app.state.alarms.delete(alarm.alarmId);
     this.app.state.changed('alarms');
-    if (!this.walk || this.walk.ended) this.stop();
+    refreshSharing(this.app);
+    this.ended();
   }
 }
 
