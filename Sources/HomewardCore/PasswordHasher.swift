@@ -20,8 +20,16 @@ public struct PasswordHasher: Sendable {
     public let dummyHash: String
 
     public init(iterations: Int = recommendedIterations) {
-        self.iterations = max(iterations, Self.minimumIterations)
-        self.dummyHash = Encoded(rounds: self.iterations, salt: Self.randomBytes(Self.saltBytes),
+        self.init(unsafeIterations: max(iterations, Self.minimumIterations))
+    }
+
+    /// A hasher with any count, even one far below what protects a password: only for tests, where the
+    /// real cost (about 0.1 s a hash) would be most of a suite's time. The relay's options never make one;
+    /// `PasswordHasherTests` and the process tests keep the real cost.
+    public init(unsafeIterations iterations: Int) {
+        precondition(iterations >= 1, "PBKDF2 needs at least one iteration")
+        self.iterations = iterations
+        self.dummyHash = Encoded(rounds: iterations, salt: Self.randomBytes(Self.saltBytes),
                                  key: Data(Self.randomBytes(Self.keyBytes))).description
     }
 

@@ -25,6 +25,8 @@ public struct RelayConfiguration: Sendable {
     public var relayLimits = RelayLimits()
     public var safety = SafetySettings()
     public var passwordIterations = PasswordHasher.recommendedIterations
+    /// The hasher to use instead of one of `passwordIterations` (tests set a cheap one; the executable never does).
+    public var passwordHasher: PasswordHasher?
     /// What the `ok` of every sign-in lists as `features` (protocol 1.1): one entry per optional part
     /// of the contract this relay serves.
     public var features = ["share", "push", "friends-map"]

@@ -68,7 +68,7 @@ public struct RelayServer: Sendable {
         }
         let relay: Relay
         do {
-            relay = try await Relay(store: wrapStore(store.store), hasher: PasswordHasher(iterations: config.passwordIterations),
+            relay = try await Relay(store: wrapStore(store.store), hasher: config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations),
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
                                     features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
                                     logger: logger, metrics: factory, push: push.settings)

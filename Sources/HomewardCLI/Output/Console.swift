@@ -1,14 +1,26 @@
 import Foundation
 import HomewardProtocol
+import Synchronization
 
 /// Where the CLI writes: results on stdout, one line at a time and flushed at once (a script
 /// or test reading a pipe sees each line as it happens), notes and the live status line on stderr.
-public final class Console: @unchecked Sendable {
+public final class Console: Sendable {
     public let json: Bool
-    private let lock = NSLock()
-    private var statusShown = false
+    /// Whether the status line is showing, and the shell's prompt; one lock, so a line written from an
+    /// event task and the shell setting its prompt never interleave.
+    private let screen = Mutex(Screen())
+
+    private struct Screen {
+        var statusShown = false
+        /// Printed after each line when an interactive shell is waiting for input.
+        var prompt: String?
+    }
+
     /// Printed after each line when an interactive shell is waiting for input.
-    var prompt: String?
+    var prompt: String? {
+        get { screen.withLock { $0.prompt } }
+        set { screen.withLock { $0.prompt = newValue } }
+    }
 
     public init(json: Bool) {
         self.json = json
@@ -28,18 +40,18 @@ public final class Console: @unchecked Sendable {
     }
 
     func line(_ text: String) {
-        lock.withLock {
-            clearStatus()
+        screen.withLock { screen in
+            Self.clearStatus(&screen)
             // In the shell, an event may arrive while the prompt is showing: replace the prompt
             // line with the event, then show the prompt again below it.
-            Self.write(prompt.map { "\r\u{1B}[K" + text + "\n" + $0 } ?? text + "\n", to: STDOUT_FILENO)
+            Self.write(screen.prompt.map { "\r\u{1B}[K" + text + "\n" + $0 } ?? text + "\n", to: STDOUT_FILENO)
         }
     }
 
     /// A note for the person at the terminal (progress, reconnects): stderr, also with `--json`.
     func note(_ text: String) {
-        lock.withLock {
-            clearStatus()
+        screen.withLock { screen in
+            Self.clearStatus(&screen)
             Self.write(text + "\n", to: STDERR_FILENO)
         }
     }
@@ -47,14 +59,14 @@ public final class Console: @unchecked Sendable {
     /// Rewrites the single live status line on a terminal; does nothing when stderr is not one.
     func status(_ text: String) {
         guard Self.stderrIsTerminal else { return }
-        lock.withLock {
+        screen.withLock { screen in
             Self.write("\r\u{1B}[K" + text, to: STDERR_FILENO)
-            statusShown = true
+            screen.statusShown = true
         }
     }
 
     func endStatus() {
-        lock.withLock { clearStatus() }
+        screen.withLock { Self.clearStatus(&$0) }
     }
 
     /// Unbuffered: each line leaves the process when it is written.
@@ -70,9 +82,9 @@ public final class Console: @unchecked Sendable {
         }
     }
 
-    private func clearStatus() {
-        guard statusShown else { return }
-        Self.write("\r\u{1B}[K", to: STDERR_FILENO)
-        statusShown = false
+    private static func clearStatus(_ screen: inout Screen) {
+        guard screen.statusShown else { return }
+        write("\r\u{1B}[K", to: STDERR_FILENO)
+        screen.statusShown = false
     }
 }

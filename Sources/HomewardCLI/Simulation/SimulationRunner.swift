@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HomewardClient
 import HomewardProtocol
 import NIOCore
@@ -249,21 +250,19 @@ final class SimulationRunner: Sendable {
 }
 
 /// A counter shared between tasks.
-final class LockedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
+final class LockedCounter: Sendable {
+    private let count = Mutex(0)
 
     @discardableResult
-    func add(_ delta: Int) -> Int { lock.withLock { count += delta; return count } }
-    var value: Int { lock.withLock { count } }
+    func add(_ delta: Int) -> Int { count.withLock { $0 += delta; return $0 } }
+    var value: Int { count.withLock { $0 } }
 }
 
 /// A string shared between tasks.
-final class LockedText: @unchecked Sendable {
-    private let lock = NSLock()
-    private var text: String
+final class LockedText: Sendable {
+    private let text: Mutex<String>
 
-    init(_ text: String) { self.text = text }
-    func set(_ value: String) { lock.withLock { text = value } }
-    func get() -> String { lock.withLock { text } }
+    init(_ text: String) { self.text = Mutex(text) }
+    func set(_ value: String) { text.withLock { $0 = value } }
+    func get() -> String { text.withLock { $0 } }
 }

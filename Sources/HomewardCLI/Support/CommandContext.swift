@@ -2,12 +2,13 @@ import Foundation
 import HomewardClient
 import HomewardProtocol
 import Logging
+import Synchronization
 
 /// What a command runs with: a connected client, the profile it acts for, and the console.
 ///
 /// A one-shot command opens its own; the interactive shell opens one and hands it to every
 /// command typed, which is why commands are written against this and not against `run()`.
-final class CommandContext: @unchecked Sendable {
+final class CommandContext: Sendable {
     let console: Console
     let client: RelayClient
     let store: ProfileStore
@@ -20,8 +21,7 @@ final class CommandContext: @unchecked Sendable {
     let isInteractive: Bool
     /// The relay and trust this context connected with, remembered in the profile on sign-in.
     let connection: Connection
-    private let lock = NSLock()
-    private var storedProfile: Profile
+    private let storedProfile: Mutex<Profile>
 
     private init(console: Console, client: RelayClient, store: ProfileStore, profileName: String, profile: Profile,
                  events: AsyncStream<RelayEvent>, isInteractive: Bool, connection: Connection) {
@@ -30,18 +30,18 @@ final class CommandContext: @unchecked Sendable {
         self.client = client
         self.store = store
         self.profileName = profileName
-        self.storedProfile = profile
+        self.storedProfile = Mutex(profile)
         self.events = events
         self.isInteractive = isInteractive
     }
 
-    var profile: Profile { lock.withLock { storedProfile } }
+    var profile: Profile { storedProfile.withLock { $0 } }
 
     /// Changes the profile and saves it at once.
     func updateProfile(_ change: (inout Profile) -> Void) throws(CLIError) {
-        let updated: Profile = lock.withLock {
-            change(&storedProfile)
-            return storedProfile
+        let updated: Profile = storedProfile.withLock {
+            change(&$0)
+            return $0
         }
         try store.save(updated, as: profileName)
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where the relay is: parsed from a `wss://host:port/path` URL.
 ///
 /// Parsed by hand rather than with Foundation's URL so that the rules are the same on every

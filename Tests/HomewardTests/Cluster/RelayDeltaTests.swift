@@ -50,7 +50,7 @@ final class RelayDeltaTests: XCTestCase {
                                                   return wrapped
                                               }, bus: aBus)
         let store = try XCTUnwrap(counting.withLock { $0 })
-        let other = try await Relay(store: store, node: "there", bus: RecordingBus(), ownsTimers: false, clock: harness.clock.function)
+        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false, clock: harness.clock.function)
         await other.drain()
         return Pair(harness: harness, aBus: aBus, store: store, other: other)
     }

@@ -78,7 +78,7 @@ final class SafetyHarness {
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
         try await store.apply(changes)
-        relay = try await Relay(store: wrapStore(store), safety: safety, node: "here", bus: bus, ownsTimers: ownsTimers,
+        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: "here", bus: bus, ownsTimers: ownsTimers,
                                 clock: clock.function)
     }
 
@@ -88,7 +88,7 @@ final class SafetyHarness {
     func restart() async throws {
         await relay.drain()
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
-        relay = try await Relay(store: wrapStore(store), safety: safety, clock: clock.function)
+        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, clock: clock.function)
         await relay.drain()
     }
 

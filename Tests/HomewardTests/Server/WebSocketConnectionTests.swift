@@ -17,7 +17,7 @@ final class WebSocketConnectionTests: XCTestCase {
     private var channel: EmbeddedChannel!
 
     override func setUp() async throws {
-        let relay = try await Relay(store: SQLiteStore.inMemory(), metrics: NOOPMetricsHandler.instance)
+        let relay = try await Relay(store: SQLiteStore.inMemory(), hasher: .forTests, metrics: NOOPMetricsHandler.instance)
         var limits = ConnectionLimits()
         limits.controlFramesPerSecond = 5
         channel = EmbeddedChannel()
@@ -128,7 +128,7 @@ final class SignInRaceTests: XCTestCase {
         try await database.apply([.createUser(UserProfile(username: "alice", name: "Alice"), passwordHash: "x", at: issued),
                                   .createToken(hash: Token.hash(token), username: "alice", at: issued)])
         let store = InstrumentedStore(database)
-        let relay = try await Relay(store: store, metrics: NOOPMetricsHandler.instance)
+        let relay = try await Relay(store: store, hasher: .forTests, metrics: NOOPMetricsHandler.instance)
         let channel = NIOAsyncTestingChannel()
         let loop = ConnectionLoop(eventLoop: channel.testingEventLoop)
         try await channel.testingEventLoop.executeInContext {
