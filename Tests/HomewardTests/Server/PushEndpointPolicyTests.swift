@@ -97,7 +97,7 @@ final class PushEndpointPolicyTests: XCTestCase {
         XCTAssertEqual(unresolved, .unresolved)
         let nat64 = await policy(resolvesTo: ["64:ff9b::a9fe:a9fe"]).target(of: url)
         XCTAssertEqual(nat64, .refused(
-            "push.example.net is or resolves to a special-purpose address (169.254.169.254: link-local (169.254.0.0/16))"))
+            "push.example.net is or resolves to a special-purpose address (64:ff9b:0:0:0:0:a9fe:a9fe: link-local (169.254.0.0/16))"))
         let literal = await policy(resolvesTo: []).target(of: try XCTUnwrap(URL(string: "https://[2606:4700::1111]/s/1")))
         XCTAssertEqual(literal, .connect(nil), "a literal is checked and used as written")
         let badLiteral = await policy(resolvesTo: []).target(of: try XCTUnwrap(URL(string: "https://[::ffff:10.0.0.1]/s/1")))
