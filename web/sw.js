@@ -25,7 +25,9 @@ function alarmURL(alarmId) {
 /**
  * The notification for one relay event: `{title, options}`. An alarm is urgent (it stays until
  * answered, vibrates, and its tag is the alarm id, so a repeat replaces the one notification and
- * alerts again); the rest are short notes that open the app.
+ * alerts again); its `alarm.cancelled` takes the same tag, so it replaces the alarm's notification
+ * quietly; the rest are short notes that open the app. A push too long for one message arrives
+ * shortened (`invitedMore`, `textTruncated`, `truncated`); the app shows the whole when opened.
  */
 function notificationFor(message) {
   const type = message && typeof message === 'object' ? message.type : undefined;
@@ -46,6 +48,22 @@ function notificationFor(message) {
           icon: ICON,
           timestamp: alarm.createdAt,
           data: { url: alarmURL(alarm.alarmId || ''), alarmId: alarm.alarmId },
+        },
+      };
+    }
+    case 'alarm.cancelled': {
+      // Same tag as the alarm: this replaces its notification (no sound, nothing left to answer).
+      const reason = typeof message.reason === 'string' && message.reason && message.reason !== 'cancelled'
+        ? `: ${message.reason}` : '';
+      return {
+        title: 'Alarm over',
+        options: {
+          body: `The alarm was called off${reason}.`,
+          tag: String(message.alarmId || 'alarm'),
+          renotify: false,
+          requireInteraction: false,
+          icon: ICON,
+          data: { url: alarmURL(message.alarmId || ''), alarmId: message.alarmId },
         },
       };
     }

@@ -72,6 +72,7 @@ extension ClusterCodec {
                 ("id", .string(subscription.id)), ("username", .string(subscription.username)),
                 ("endpoint", .string(subscription.endpoint)), ("p256dh", .string(subscription.p256dh)),
                 ("auth", .string(subscription.auth)), ("createdAt", .int(subscription.createdAt)),
+                ("token", .optional(subscription.tokenHash)),
             ])
         case let .deletePushSubscription(id):
             return object("deletePushSubscription", [("id", .string(id))])
@@ -138,7 +139,8 @@ extension ClusterCodec {
         case "savePushSubscription":
             return .savePushSubscription(PushSubscription(
                 id: try f.string("id"), username: try f.string("username"), endpoint: try f.string("endpoint"),
-                p256dh: try f.string("p256dh"), auth: try f.string("auth"), createdAt: try f.int("createdAt")))
+                p256dh: try f.string("p256dh"), auth: try f.string("auth"), createdAt: try f.int("createdAt"),
+                tokenHash: try f.optionalString("token")))
         case "deletePushSubscription": return .deletePushSubscription(id: try f.string("id"))
         case "cancelAlarmPushes": return .cancelAlarmPushes(alarmId: try f.string("alarmId"))
         case "saveShare":

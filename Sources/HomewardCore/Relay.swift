@@ -117,7 +117,8 @@ public actor Relay {
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         self.store = store
         self.push = push
-        self.planner = PushPlanner(settings: push)
+        // A relay sharing its store does not see the others' token uses: it leaves expiry to the token's removal.
+        self.planner = PushPlanner(settings: push, tokenLifetime: bus.isShared ? nil : limits.tokenLifetime)
         self.hasher = hasher
         self.hashing = PasswordHashingPool(limit: limits.concurrentPasswordHashes)
         self.limits = limits
@@ -221,7 +222,7 @@ public actor Relay {
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
         case disconnect(String, any ClientSink)
         /// A `push.subscribe` whose endpoint and keys were checked off the queue; stored in turn.
-        case pushChecked(Request.PushSubscribe, username: String, done: Completion)
+        case pushChecked(Request.PushSubscribe, auth: Authentication, done: Completion)
         case removePushSubscription(String)
         case arrive(String)
         case fireDue(then: CheckedContinuation<Void, Never>?)
@@ -312,9 +313,9 @@ public actor Relay {
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
         case .disconnect(let username, let sink):
             detach(username, sink)
-        case .pushChecked(let subscription, let username, let done):
+        case .pushChecked(let subscription, let auth, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
-            await subscribePush(subscription, username: username, done: done)
+            await subscribePush(subscription, auth: auth, done: done)
         case .removePushSubscription(let id):
             guard await stateIsStored() else { return }
             await complete { state.removePushSubscription(id) }
@@ -393,7 +394,7 @@ public actor Relay {
             Task {
                 do throws(RelayError) {
                     try await check(subscription.endpoint, subscription.p256dh, subscription.auth)
-                    self.submit(.pushChecked(subscription, username: auth.username, done: done))
+                    self.submit(.pushChecked(subscription, auth: auth, done: done))
                 } catch {
                     done(.failure(error))
                 }
@@ -667,10 +668,11 @@ public actor Relay {
         return (outcome, authChange)
     }
 
-    private func subscribePush(_ subscription: Request.PushSubscribe, username: String, done: @escaping Completion) async {
+    private func subscribePush(_ subscription: Request.PushSubscribe, auth: Authentication, done: @escaping Completion) async {
         do throws(RelayError) {
             let outcome = try await onCurrentCache { () async throws(RelayError) in
-                let outcome = try state.subscribePush(username, subscription, limit: push.maxSubscriptionsPerUser, now: clock())
+                let outcome = try state.subscribePush(auth.username, tokenHash: auth.tokenHash, subscription,
+                                                      limit: push.maxSubscriptionsPerUser, now: clock())
                 try await persist(outcome.changes)
                 return outcome
             }

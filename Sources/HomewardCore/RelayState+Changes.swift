@@ -94,6 +94,8 @@ extension RelayState {
             // delivery worker).
             break
         case let .savePushSubscription(subscription):
+            // As the store does: the endpoint's other subscription (another account's) goes.
+            for other in pushSubscriptions.values where other.endpoint == subscription.endpoint { unindex(push: other.id) }
             unindex(push: subscription.id)
             indexInLoadOrder(subscription)
         case let .deletePushSubscription(id):

@@ -10,8 +10,7 @@ extension RelayState {
     public mutating func issueToken(_ hash: String, to username: String, now: Int64, lifetime: Int64) -> [StoreChange] {
         var changes: [StoreChange] = []
         for old in (tokensByUser[username] ?? []).sorted() where tokens[old]?.isExpired(at: now, lifetime: lifetime) ?? false {
-            forget(old)
-            changes.append(.revokeToken(hash: old))
+            changes += forget(old)
         }
         remember(IssuedToken(hash: hash, username: username, createdAt: now, lastUsed: now))
         changes.append(.createToken(hash: hash, username: username, at: now))
@@ -59,9 +58,8 @@ extension RelayState {
         guard let hash = (tokensByUser[actor] ?? []).first(where: { tokens[$0]?.id == id }) else {
             throw .notFound("no session \(id)")
         }
-        forget(hash)
         var outcome = Outcome()
-        outcome.changes.append(.revokeToken(hash: hash))
+        outcome.changes = forget(hash)
         return outcome
     }
 
@@ -70,8 +68,7 @@ extension RelayState {
         var outcome = Outcome()
         let hashes = all ? (tokensByUser[actor] ?? []).sorted() : [token]
         for hash in hashes {
-            forget(hash)
-            outcome.changes.append(.revokeToken(hash: hash))
+            outcome.changes += forget(hash)
         }
         return outcome
     }
@@ -81,8 +78,10 @@ extension RelayState {
         tokensByUser[token.username, default: []].insert(token.hash)
     }
 
-    private mutating func forget(_ hash: String) {
-        guard let token = tokens.removeValue(forKey: hash) else { return }
+    /// Ends a sign-in: the token, and the push subscriptions that end with it. The changes store both.
+    private mutating func forget(_ hash: String) -> [StoreChange] {
+        guard let token = tokens.removeValue(forKey: hash) else { return [.revokeToken(hash: hash)] }
         tokensByUser[token.username]?.remove(hash)
+        return endPushSubscriptions(ofToken: hash, username: token.username) + [.revokeToken(hash: hash)]
     }
 }

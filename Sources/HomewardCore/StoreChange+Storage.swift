@@ -18,7 +18,7 @@ extension StoreChange {
         case let .endSession(id, _, _), let .endAlarm(id, _, _): [id]
         case let .saveAlarm(alarm): [alarm.id, alarm.owner] + alarm.recipients
         case let .lastSeen(username, _): [username]
-        case let .savePushSubscription(subscription): [subscription.id, subscription.username]
+        case let .savePushSubscription(subscription): [subscription.id, subscription.username] + (subscription.tokenHash.map { [$0] } ?? [])
         case let .deletePushSubscription(id): [id]
         case let .enqueueOutbox(entry): [entry.id] + (entry.subscriptionId.map { [$0] } ?? []) + (entry.alarmId.map { [$0] } ?? [])
         case let .cancelAlarmPushes(alarmId): [alarmId]

@@ -21,6 +21,8 @@ public enum StoreChange: Sendable, Equatable {
     case saveAlarm(Alarm)
     case endAlarm(id: String, reason: String, at: Int64)
     case lastSeen(username: String, at: Int64)
+    /// Inserts the subscription; any other subscription of the same endpoint (another account's, or an
+    /// older one) is removed with its waiting pushes, so an endpoint belongs to one account.
     case savePushSubscription(PushSubscription)
     /// Removes the subscription and every outbox entry still waiting for it.
     case deletePushSubscription(id: String)

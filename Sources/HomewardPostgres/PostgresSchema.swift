@@ -254,6 +254,23 @@ enum PostgresSchema {
             )
             """,
         ]),
+        // Push subscriptions belong to the sign-in that made them, and an endpoint to one account (SQLite's
+        // v8-push-sign-ins, the same rules for the rows stored before).
+        Migration(version: "v6-push-sign-ins", statements: [
+            "ALTER TABLE push_subscriptions ADD COLUMN token_hash TEXT COLLATE \"C\"",
+            """
+            CREATE TEMP TABLE push_subscriptions_dropped ON COMMIT DROP AS
+                SELECT id FROM push_subscriptions p
+                WHERE EXISTS (SELECT 1 FROM push_subscriptions q
+                              WHERE q.endpoint = p.endpoint
+                                AND (q.created_at > p.created_at OR (q.created_at = p.created_at AND q.id > p.id)))
+                   OR NOT EXISTS (SELECT 1 FROM tokens t WHERE t.username = p.username)
+            """,
+            "DELETE FROM push_outbox WHERE subscription_id IN (SELECT id FROM push_subscriptions_dropped)",
+            "DELETE FROM push_subscriptions WHERE id IN (SELECT id FROM push_subscriptions_dropped)",
+            "CREATE UNIQUE INDEX push_subscriptions_by_endpoint ON push_subscriptions(endpoint)",
+            "CREATE INDEX push_subscriptions_by_token ON push_subscriptions(token_hash)",
+        ]),
     ]
 
     /// Counts the writes other relays must hear of (`PostgresStore.changeCount`). A sequence, not a row: it

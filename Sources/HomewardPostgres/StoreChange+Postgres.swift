@@ -73,13 +73,19 @@ extension StoreChange {
             try await run("UPDATE users SET last_seen = \(at) WHERE username = \(username)")
 
         case let .savePushSubscription(subscription):
+            // One account per endpoint: whoever had it before loses it, with the pushes waiting for it.
             try await run("""
-                INSERT INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at)
+                DELETE FROM push_outbox WHERE subscription_id IN
+                    (SELECT id FROM push_subscriptions WHERE endpoint = \(subscription.endpoint) AND id <> \(subscription.id))
+                """)
+            try await run("DELETE FROM push_subscriptions WHERE endpoint = \(subscription.endpoint) AND id <> \(subscription.id)")
+            try await run("""
+                INSERT INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at, token_hash)
                 VALUES (\(subscription.id), \(subscription.username), \(subscription.endpoint), \(subscription.p256dh),
-                        \(subscription.auth), \(subscription.createdAt))
+                        \(subscription.auth), \(subscription.createdAt), \(subscription.tokenHash))
                 ON CONFLICT (id) DO UPDATE SET
                     username = excluded.username, endpoint = excluded.endpoint, p256dh = excluded.p256dh,
-                    auth = excluded.auth, created_at = excluded.created_at
+                    auth = excluded.auth, created_at = excluded.created_at, token_hash = excluded.token_hash
                 """)
 
         case let .deletePushSubscription(id):

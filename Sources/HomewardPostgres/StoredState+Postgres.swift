@@ -46,11 +46,11 @@ extension StoredState {
             shares.append(ShareLink(id: id, sessionId: sessionId, owner: owner, tokenHash: hash, createdAt: created, expiresAt: expires))
         }
 
-        for try await (id, username, endpoint, p256dh, auth, created) in try await rows(
-            "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id"
-        ).decode((String, String, String, String, String, Int64).self) {
+        for try await (id, username, endpoint, p256dh, auth, created, token) in try await rows(
+            "SELECT id, username, endpoint, p256dh, auth, created_at, token_hash FROM push_subscriptions ORDER BY created_at, id"
+        ).decode((String, String, String, String, String, Int64, String?).self) {
             pushSubscriptions.append(PushSubscription(id: id, username: username, endpoint: endpoint, p256dh: p256dh,
-                                                      auth: auth, createdAt: created))
+                                                      auth: auth, createdAt: created, tokenHash: token))
         }
         try await loadFriendsMap(rows)
     }

@@ -229,6 +229,27 @@ enum Schema {
                 CREATE INDEX messages_by_recipient ON messages(recipient);
                 """)
         }
+        // Push subscriptions belong to the sign-in that made them, and an endpoint to one account. Rows
+        // stored before keep no token (NULL): they end with the account's first sign-out of any kind
+        // (`RelayState.endPushSubscriptions`). Where several accounts share an endpoint, the newest
+        // subscription keeps it and the older ones go, with their waiting pushes; an account with no
+        // sign-in left loses its old rows, since no sign-in could end them.
+        migrator.registerMigration("v8-push-sign-ins") { db in
+            try db.execute(sql: """
+                ALTER TABLE push_subscriptions ADD COLUMN token_hash TEXT;
+                CREATE TEMP TABLE push_subscriptions_dropped AS
+                    SELECT id FROM push_subscriptions p
+                    WHERE EXISTS (SELECT 1 FROM push_subscriptions q
+                                  WHERE q.endpoint = p.endpoint
+                                    AND (q.created_at > p.created_at OR (q.created_at = p.created_at AND q.id > p.id)))
+                       OR NOT EXISTS (SELECT 1 FROM tokens t WHERE t.username = p.username);
+                DELETE FROM push_outbox WHERE subscription_id IN (SELECT id FROM push_subscriptions_dropped);
+                DELETE FROM push_subscriptions WHERE id IN (SELECT id FROM push_subscriptions_dropped);
+                DROP TABLE push_subscriptions_dropped;
+                CREATE UNIQUE INDEX push_subscriptions_by_endpoint ON push_subscriptions(endpoint);
+                CREATE INDEX push_subscriptions_by_token ON push_subscriptions(token_hash);
+                """)
+        }
         return migrator
     }
 }

@@ -79,13 +79,18 @@ extension StoreChange {
             try db.execute(sql: "UPDATE users SET last_seen = ? WHERE username = ?", arguments: [at, username])
 
         case let .savePushSubscription(subscription):
+            // One account per endpoint: whoever had it before loses it, with the pushes waiting for it.
+            let others = "SELECT id FROM push_subscriptions WHERE endpoint = ? AND id <> ?"
+            try db.execute(sql: "DELETE FROM push_outbox WHERE subscription_id IN (\(others))",
+                           arguments: [subscription.endpoint, subscription.id])
+            try db.execute(sql: "DELETE FROM push_subscriptions WHERE id IN (\(others))", arguments: [subscription.endpoint, subscription.id])
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT OR REPLACE INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at, token_hash)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [subscription.id, subscription.username, subscription.endpoint, subscription.p256dh,
-                            subscription.auth, subscription.createdAt])
+                            subscription.auth, subscription.createdAt, subscription.tokenHash])
 
         case let .deletePushSubscription(id):
             try db.execute(sql: "DELETE FROM push_outbox WHERE subscription_id = ?", arguments: [id])

@@ -49,10 +49,11 @@ extension StoredState {
         }
 
         for row in try Row.fetchAll(
-            db, sql: "SELECT id, username, endpoint, p256dh, auth, created_at FROM push_subscriptions ORDER BY created_at, id")
+            db, sql: "SELECT id, username, endpoint, p256dh, auth, created_at, token_hash FROM push_subscriptions ORDER BY created_at, id")
         {
             pushSubscriptions.append(PushSubscription(id: row["id"], username: row["username"], endpoint: row["endpoint"],
-                                                      p256dh: row["p256dh"], auth: row["auth"], createdAt: row["created_at"]))
+                                                      p256dh: row["p256dh"], auth: row["auth"], createdAt: row["created_at"],
+                                                      tokenHash: row["token_hash"]))
         }
         try loadFriendsMap(db)
     }

@@ -6,11 +6,15 @@ public struct PushRequest: Sendable, Equatable {
     public var url: URL
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// The address to connect to instead of resolving the URL's host again (an IP literal the caller
+    /// vetted): TLS still checks the certificate against the host, and `Host` still names it.
+    public var connectTo: String?
 
-    public init(url: URL, headers: [(name: String, value: String)], body: [UInt8]) {
+    public init(url: URL, headers: [(name: String, value: String)], body: [UInt8], connectTo: String? = nil) {
         self.url = url
         self.headers = headers
         self.body = body
+        self.connectTo = connectTo
     }
 
     public func header(_ name: String) -> String? {
@@ -18,7 +22,7 @@ public struct PushRequest: Sendable, Equatable {
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.url == rhs.url && lhs.body == rhs.body
+        lhs.url == rhs.url && lhs.body == rhs.body && lhs.connectTo == rhs.connectTo
             && lhs.headers.map { "\($0.name): \($0.value)" } == rhs.headers.map { "\($0.name): \($0.value)" }
     }
 

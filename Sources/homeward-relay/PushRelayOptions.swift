@@ -18,7 +18,7 @@ struct PushRelayOptions: ParsableArguments {
     @Flag(name: .customLong("push-allow-http"), help: "Accept http: push endpoints (for tests; push services use https).")
     var pushAllowHTTP = false
 
-    @Flag(name: .customLong("push-allow-private"), help: "Accept push endpoints on loopback, private or link-local addresses (for tests).")
+    @Flag(name: .customLong("push-allow-private"), help: "Accept push endpoints on special-purpose addresses: loopback, private, link-local, ... (for tests).")
     var pushAllowPrivate = false
 
     @Option(name: .customLong("max-push-subscriptions"), help: "Web Push subscriptions one account may hold. [default: 10]")
@@ -29,7 +29,7 @@ struct PushRelayOptions: ParsableArguments {
         valueName: "url"))
     var webhookURL: String?
 
-    @Option(name: .customLong("webhook-secret"), help: "HMAC-SHA256 key for the X-Homeward-Signature header of webhook calls.")
+    @Option(name: .customLong("webhook-secret"), help: "HMAC-SHA256 key for the X-Homeward-Signature header of webhook calls (t=TIME,id=DELIVERY,v1=HEX).")
     var webhookSecret: String?
 
     func apply(to push: inout PushConfiguration, _ env: EnvironmentReader) throws {

@@ -25,14 +25,22 @@ final class DeliveryOutcomeTests: XCTestCase {
         XCTAssertNil(DeliveryOutcome.retryDelay("tomorrow", now: now))
     }
 
-    func testWebhookSignatureIsHexHMACSHA256OfTheBody() throws {
+    func testWebhookSignatureCoversTheTimestampTheDeliveryIdAndTheBody() throws {
         let body = Array(#"{"event":"alarm"}"#.utf8)
-        // Computed independently: python3 -c "import hmac,hashlib; print(hmac.new(b'topsecret', b'{\"event\":\"alarm\"}', hashlib.sha256).hexdigest())"
+        // Computed independently: python3 -c "import hmac,hashlib; print(hmac.new(b'topsecret', b'1763830000.o_5f0c.{\"event\":\"alarm\"}', hashlib.sha256).hexdigest())"
         XCTAssertEqual(
-            WebhookSignature.value(body: body, secret: "topsecret"),
-            "sha256=e6ac1ef96b05a6c6b251b779bac1d1305b14fe71399a758d656d672549171166")
-        let request = WebhookSignature.request(url: try XCTUnwrap(URL(string: "https://hooks.example.org/h")), body: body, secret: "topsecret")
-        XCTAssertEqual(request.header("X-Homeward-Signature"), WebhookSignature.value(body: body, secret: "topsecret"))
+            WebhookSignature.value(body: body, secret: "topsecret", timestamp: 1_763_830_000, deliveryId: "o_5f0c"),
+            "t=1763830000,id=o_5f0c,v1=63ba03ea5c18f10a34b37483b7e40ea1461cf09764cb5b061c9767307eea60b4")
+        // The same body at another time, or as another delivery, has another signature: a replay cannot reuse one.
+        XCTAssertNotEqual(WebhookSignature.value(body: body, secret: "topsecret", timestamp: 1_763_830_001, deliveryId: "o_5f0c"),
+                          WebhookSignature.value(body: body, secret: "topsecret", timestamp: 1_763_830_000, deliveryId: "o_5f0c"))
+        XCTAssertNotEqual(WebhookSignature.value(body: body, secret: "topsecret", timestamp: 1_763_830_000, deliveryId: "o_5f0d").suffix(64),
+                          WebhookSignature.value(body: body, secret: "topsecret", timestamp: 1_763_830_000, deliveryId: "o_5f0c").suffix(64))
+        let request = WebhookSignature.request(url: try XCTUnwrap(URL(string: "https://hooks.example.org/h")), body: body, secret: "topsecret",
+                                               deliveryId: "o_5f0c", now: Date(timeIntervalSince1970: 1_763_830_000.9))
+        XCTAssertEqual(request.header("X-Homeward-Signature"),
+                       "t=1763830000,id=o_5f0c,v1=63ba03ea5c18f10a34b37483b7e40ea1461cf09764cb5b061c9767307eea60b4")
+        XCTAssertEqual(request.header("X-Homeward-Delivery"), "o_5f0c")
         XCTAssertEqual(request.header("Content-Type"), "application/json")
     }
 }

@@ -93,6 +93,23 @@ async def test_the_service_worker_shows_an_alarm_once_per_alarm_and_other_events
         assert titles["Cleo wants to be your friend"]["requireInteraction"] is False
 
 
+async def test_a_cancelled_alarm_replaces_its_notification(hw):
+    async with browser_for(hw.relay, trust_relay=True) as browser:
+        page = await browser.page(notifications=True)
+        username = await register_in_page(page, browser.origin, "cancelnote")
+        worker, _ = await service_worker(page)
+        event = await raise_alarm(await friend_of_page(hw, page, username, "bea"), "Help")
+        alarm_id = event["alarm"]["alarmId"]
+        await push(worker, event)
+        await push(worker, {"type": "friend.request", "from": {"username": "cleo", "name": "Cleo"}})
+        await push(worker, {"type": "alarm.cancelled", "alarmId": alarm_id, "reason": "safe at home"})
+        shown = {n["tag"]: n for n in await notifications(worker)}
+        assert len(shown) == 2, shown  # the alarm's notification was replaced, the other one stays
+        over = shown[alarm_id]
+        assert over["title"] == "Alarm over" and "safe at home" in over["body"], over
+        assert over["requireInteraction"] is False, over
+
+
 async def test_a_click_on_an_alarm_notification_opens_that_alarm(hw):
     async with browser_for(hw.relay, trust_relay=True) as browser:
         page = await browser.page(notifications=True)

@@ -11,13 +11,13 @@ within 24 h, sub = the configured contact), together with the Urgency, TTL and T
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import os
+import re
 import secrets
 import stat
 import time
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -28,9 +28,21 @@ from push_double import SUBJECT, Browser, PushServiceDouble, Received, b64url, c
 WEBHOOK_SECRET = "webhook-test-secret"
 
 
+def readme_verifier():
+    """The example receiver's check from deploy/README.md, run as written, so the example stays true."""
+    readme = (Path(__file__).resolve().parents[2] / "deploy" / "README.md").read_text()
+    section = readme.split("## Operator webhook", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "deploy/README.md", "exec"), namespace)
+    return namespace["verify"]
+
+
+verify_webhook = readme_verifier()
+
+
 def check_webhook(received: Received) -> dict:
-    expected = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), received.body, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(received.headers["x-homeward-signature"], expected), received.headers
+    assert verify_webhook(WEBHOOK_SECRET.encode(), received.headers, received.body, {}) == "new", received.headers
     assert received.headers["content-type"] == "application/json"
     return json.loads(received.body)
 
@@ -226,7 +238,11 @@ async def test_endpoints_must_be_public_https_without_the_test_flags(hw):
     keys = Browser.__new__(Browser)
     keys.key, keys.auth = ec.generate_private_key(ec.SECP256R1()), secrets.token_bytes(16)
     for endpoint in ("http://8.8.8.8/push", "https://127.0.0.1/push", "https://10.1.2.3/push", "https://192.168.1.1/x",
-                     "https://169.254.169.254/latest", "https://[::1]/push", "https://[fe80::1]/push", "https://localhost/push"):
+                     "https://169.254.169.254/latest", "https://[::1]/push", "https://[fe80::1]/push", "https://localhost/push",
+                     # special-purpose however written: NAT64, IPv4-compatible, 6to4, site-local, 192.0.0.0/24, decimal
+                     "https://[64:ff9b::a00:1]/push", "https://[64:ff9b::169.254.169.254]/x", "https://[::7f00:1]/push",
+                     "https://[2002:a00:1::1]/push", "https://[fec0::1]/push", "https://192.0.0.8/push",
+                     "https://2130706433/push", "https://0x7f.1/push", "https://[::ffff:7f00:1]/push"):
         keys.endpoint = endpoint
         reply = await c.err("push.subscribe", "bad_request", **keys.subscription())
         assert "endpoint" in reply["message"], reply
@@ -265,3 +281,131 @@ async def test_a_push_pending_at_kill_9_is_delivered_after_restart_exactly_once(
         assert len(double.to(phone.path)) == 2
     finally:
         r.stop()
+
+
+async def test_webhook_calls_carry_a_signed_time_and_a_unique_delivery_id(phw, double):
+    a, b = await phw.users("wda", "wdb")
+    await phw.befriend(a, b)
+    alarm_id = (await a.ok("alarm.raise"))["alarm"]["alarmId"]
+    await b.ok("alarm.ack", alarmId=alarm_id)
+    await a.ok("alarm.cancel", alarmId=alarm_id, reason="fine")
+    hooks = await double.wait_for("/hook", count=3, match=lambda h: alarm_id.encode() in h.body)
+    ids = [h.headers["x-homeward-delivery"] for h in hooks]
+    assert len(set(ids)) == 3, ids
+    seen: dict = {}
+    for hook in hooks:
+        fields = dict(item.split("=", 1) for item in hook.headers["x-homeward-signature"].split(","))
+        assert fields["id"] == hook.headers["x-homeward-delivery"], hook.headers
+        assert abs(int(fields["t"]) - time.time()) < 60, fields
+        assert verify_webhook(WEBHOOK_SECRET.encode(), hook.headers, hook.body, seen) == "new"
+    first = hooks[0]
+    # The same call again is recognised; later, it is stale; any change breaks the signature.
+    assert verify_webhook(WEBHOOK_SECRET.encode(), first.headers, first.body, seen) == "duplicate"
+    with pytest.raises(ValueError, match="stale"):
+        verify_webhook(WEBHOOK_SECRET.encode(), first.headers, first.body, {}, now=time.time() + 600)
+    fields = dict(item.split("=", 1) for item in first.headers["x-homeward-signature"].split(","))
+    for forged in (f"t={int(fields['t']) + 600},id={fields['id']},v1={fields['v1']}",
+                   f"t={fields['t']},id=o_other,v1={fields['v1']}"):
+        with pytest.raises(ValueError, match="signature"):
+            verify_webhook(WEBHOOK_SECRET.encode(), {**first.headers, "x-homeward-signature": forged}, first.body, {})
+    with pytest.raises(ValueError, match="signature"):
+        verify_webhook(WEBHOOK_SECRET.encode(), first.headers, hooks[1].body, {})
+
+
+async def alarm_and_its_webhook(double, owner, **fields) -> str:
+    """Raises an alarm and waits for its webhook call: queued in the same transaction as its pushes,
+    and sent in the same pass, so a push that has not come by then (plus a moment) is not coming."""
+    alarm_id = (await owner.ok("alarm.raise", **fields))["alarm"]["alarmId"]
+    await double.wait_for("/hook", match=lambda h: alarm_id.encode() in h.body)
+    await asyncio.sleep(0.5)
+    return alarm_id
+
+
+async def test_a_subscription_ends_with_the_sign_in_that_made_it(phw, double):
+    a, b = await phw.users("soa", "sob")
+    await phw.befriend(a, b)
+    stolen = await phw.login(b.username, label="stolen")
+    phone, thief = Browser(double), Browser(double)
+    phone_id = await subscribe(b, phone)
+    await subscribe(stolen, thief)
+    await b.ok("auth.revoke", tokenId=[s for s in (await b.ok("auth.sessions"))["sessions"] if not s["current"]][0]["id"])
+    assert [s["subscriptionId"] for s in (await b.ok("push.list"))["subscriptions"]] == [phone_id]
+    await alarm_and_its_webhook(double, a)
+    assert len(double.to(phone.path)) == 1 and double.to(thief.path) == [], "the revoked sign-in's endpoint got the alarm"
+
+    other = await phw.login(b.username, label="other")
+    await other.ok("logout", all=True)
+    await alarm_and_its_webhook(double, a)
+    assert len(double.to(phone.path)) == 1, "an alarm reached an endpoint after logout {all}"
+    assert double.to(thief.path) == []
+
+
+async def test_an_endpoint_belongs_to_the_account_that_subscribed_it_last(phw, double):
+    a, c, d = await phw.users("sha", "shc", "shd")
+    await phw.befriend(a, c)
+    await phw.befriend(a, d)
+    shared = Browser(double)
+    await subscribe(c, shared)
+    await subscribe(d, shared)
+    assert (await c.ok("push.list"))["subscriptions"] == []
+    await alarm_and_its_webhook(double, a, to=[c.username])
+    assert double.to(shared.path) == [], "c's alarm reached the browser d now holds"
+    alarm_id = await alarm_and_its_webhook(double, a, to=[d.username])
+    (push,) = double.to(shared.path)
+    assert shared.decrypt(push)["alarm"]["alarmId"] == alarm_id
+
+
+async def test_a_cancelled_alarm_is_pushed_under_the_alarms_topic(phw, double):
+    a, b = await phw.users("cpa", "cpb")
+    await phw.befriend(a, b)
+    phone = Browser(double)
+    await subscribe(b, phone)
+    await phw.go_offline(b, watcher=a)
+    alarm_id = (await a.ok("alarm.raise"))["alarm"]["alarmId"]
+    (alarm_push,) = await double.wait_for(phone.path)
+    await a.ok("alarm.cancel", alarmId=alarm_id, reason="all good")
+    pushes = await double.wait_for(phone.path, count=2)
+    cancelled = phone.decrypt(pushes[1])
+    assert cancelled == {"type": "alarm.cancelled", "alarmId": alarm_id, "reason": "all good"}, cancelled
+    assert pushes[1].headers["topic"] == alarm_push.headers["topic"], pushes[1].headers
+    assert pushes[1].headers["urgency"] == "high"
+
+
+async def test_the_longest_alarm_text_is_pushed_whole_within_4096_bytes(phw, double):
+    a, b = await phw.users("lta", "ltb")
+    await phw.befriend(a, b)
+    phone = Browser(double)
+    await subscribe(b, phone)
+    text = "\U0001F198" * 500  # the most a text may hold: 500 characters of 4 bytes each
+    alarm_id = (await a.ok("alarm.raise", text=text, lat=57.7, lon=11.9, acc=5))["alarm"]["alarmId"]
+    (push,) = await double.wait_for(phone.path)
+    assert len(push.body) <= 4096, len(push.body)
+    alarm = phone.decrypt(push)["alarm"]
+    assert alarm["alarmId"] == alarm_id and alarm["text"] == text and "textTruncated" not in alarm, alarm
+
+
+async def test_an_invite_to_90_friends_is_pushed_with_the_list_trimmed(phw, double):
+    owner = await phw.register("manyowner", name="\U0001F6B6" * 64)  # the longest display name, 4 bytes a character
+    friends = []
+    # Four at a time (the harness hashes four passwords at once): a connection waiting longer for its
+    # turn could pass the relay's sign-in timeout on a busy machine.
+    for chunk in range(0, 90, 4):
+        friends += await phw.users(*[f"inv_with_long_n{n:03d}_" for n in range(chunk, min(chunk + 4, 90))])
+    for chunk in range(0, 90, 10):
+        await asyncio.gather(*(phw.befriend(owner, friend) for friend in friends[chunk:chunk + 10]))
+    offline = friends[42]
+    phone = Browser(double)
+    await subscribe(offline, phone)
+    await phw.go_offline(offline, watcher=owner)
+    names = [f.username for f in friends]
+    note = "\U0001F6B6" * 280  # the longest note
+    session = (await owner.ok("session.start", invite=names, note=note))["session"]
+    assert len(json.dumps(session, ensure_ascii=False).encode()) > 4096
+    (push,) = await double.wait_for(phone.path)
+    assert len(push.body) <= 4096
+    invite = phone.decrypt(push)
+    assert invite["type"] == "session.invite" and invite["session"]["sessionId"] == session["sessionId"], invite
+    assert invite["session"]["note"] == note, "the note is kept whole; the list is what gives way"
+    invited = invite["session"]["invited"]
+    assert 0 < len(invited) < 90 and invited == names[:len(invited)], invited
+    assert invite["session"]["invitedMore"] == 90 - len(invited), invite

@@ -7,16 +7,23 @@ import HomewardProtocol
 ///   or not, `Urgency: high`, one `Topic` per alarm;
 /// - `session.invite`, `session.lost` and `friend.request` to the subscriptions of recipients with no
 ///   open connection (missed check-in alarms are alarms, so they take the first rule);
-/// - an acknowledged or ended alarm drops its pushes still waiting;
+/// - only to subscriptions whose sign-in is live (a subscription ends with the sign-in that made it);
+/// - an acknowledged or ended alarm drops its pushes still waiting; an ended one sends its recipients
+///   `alarm.cancelled` under the alarm's `Topic`, so the alarm's notification is replaced;
+/// - an event longer than a push can carry is shortened (`PushPayload`), never dropped;
 /// - the webhook gets every raised alarm, acknowledgement and cancellation, once each.
 /// The result is `StoreChange`s stored with the outcome, so nothing is pushed that was not stored and
 /// nothing stored is forgotten.
 public struct PushPlanner {
     public let settings: PushSettings
+    /// Pushes go only to subscriptions whose sign-in is live; expired after this long without use, or,
+    /// when nil, only once dropped (see `RelayState.deliverablePushSubscriptions`).
+    public let tokenLifetime: Int64?
     public let makeID: @Sendable (String) -> String
 
-    public init(settings: PushSettings, makeID: @escaping @Sendable (String) -> String = RandomID.make) {
+    public init(settings: PushSettings, tokenLifetime: Int64?, makeID: @escaping @Sendable (String) -> String = RandomID.make) {
         self.settings = settings
+        self.tokenLifetime = tokenLifetime
         self.makeID = makeID
     }
 
@@ -46,7 +53,7 @@ public struct PushPlanner {
                 guard !cancelled.contains(info.id) else { continue }
                 let everyone = state.alarms[info.id]?.recipients ?? recipients
                 for username in everyone {
-                    for subscription in state.pushSubscriptions(of: username) {
+                    for subscription in state.deliverablePushSubscriptions(of: username, now: now, tokenLifetime: tokenLifetime) {
                         changes.append(.enqueueOutbox(push(message, to: subscription, urgency: "high",
                                                            topic: Self.topic(alarmId: info.id), alarmId: info.id, now: now)))
                     }
@@ -54,9 +61,18 @@ public struct PushPlanner {
             case .alarmAcked(let id, _):
                 cancel(id)
                 webhook(event, now: now, into: &changes)
+            case .alarmCancelled(let id, _):
+                // The alarm's own Topic: a push service still holding the alarm replaces it with this, and
+                // the app replaces the alarm's notification. Not tied to the alarm, so its end does not drop it.
+                for username in recipients {
+                    for subscription in state.deliverablePushSubscriptions(of: username, now: now, tokenLifetime: tokenLifetime) {
+                        changes.append(.enqueueOutbox(push(message, to: subscription, urgency: "high",
+                                                           topic: Self.topic(alarmId: id), alarmId: nil, now: now)))
+                    }
+                }
             case .sessionInvite, .sessionLost, .friendRequest:
                 for username in recipients where !presence.isOnline(username) {
-                    for subscription in state.pushSubscriptions(of: username) {
+                    for subscription in state.deliverablePushSubscriptions(of: username, now: now, tokenLifetime: tokenLifetime) {
                         changes.append(.enqueueOutbox(push(message, to: subscription, urgency: "normal", topic: nil, alarmId: nil, now: now)))
                     }
                 }
@@ -87,7 +103,7 @@ public struct PushPlanner {
     private func push(_ message: JSONValue, to subscription: PushSubscription, urgency: String, topic: String?,
                       alarmId: String?, now: Int64) -> OutboxEntry {
         OutboxEntry(id: makeID("o_"), kind: .webPush, subscriptionId: subscription.id, endpoint: subscription.endpoint,
-                    p256dh: subscription.p256dh, auth: subscription.auth, payload: Array(JSONWriter.string(message).utf8),
+                    p256dh: subscription.p256dh, auth: subscription.auth, payload: PushPayload.fit(message),
                     urgency: urgency, topic: topic, ttl: settings.ttl, alarmId: alarmId, createdAt: now)
     }
 

@@ -7,26 +7,54 @@ extension RelayState {
         (pushByUser[username] ?? []).compactMap { pushSubscriptions[$0] }
     }
 
-    /// Adds a checked subscription. Subscribing the same endpoint again replaces the old one (a browser
-    /// that re-subscribes gets new keys for the same endpoint) under the same limit.
-    public mutating func subscribePush(_ username: String, _ request: Request.PushSubscribe, limit: Int,
+    /// The subscriptions a push to `username` goes to: those whose sign-in is live. With `tokenLifetime`
+    /// nil, expiry is not judged here (a relay sharing its store with others may hold an old last use of a
+    /// token another relay extended): a subscription then lives until its token is dropped. One stored
+    /// before subscriptions belonged to sign-ins lives while the account has a live sign-in.
+    public func deliverablePushSubscriptions(of username: String, now: Int64, tokenLifetime: Int64?) -> [PushSubscription] {
+        func live(_ hash: String) -> Bool {
+            guard let token = tokens[hash], token.username == username else { return false }
+            return tokenLifetime.map { !token.isExpired(at: now, lifetime: $0) } ?? true
+        }
+        return pushSubscriptions(of: username).filter { subscription in
+            if let hash = subscription.tokenHash { return live(hash) }
+            return (tokensByUser[username] ?? []).contains(where: live)
+        }
+    }
+
+    /// Adds a checked subscription for the sign-in `tokenHash`. Subscribing an endpoint again replaces
+    /// the old subscription (a browser that re-subscribes, or signs in again, gets it bound to its new
+    /// sign-in, under the same limit); an endpoint another account subscribed moves to this one.
+    public mutating func subscribePush(_ username: String, tokenHash: String, _ request: Request.PushSubscribe, limit: Int,
                                        now: Int64) throws(RelayError) -> Outcome {
+        // The sign-in may have ended while the endpoint was being checked.
+        guard tokens[tokenHash]?.username == username else { throw .unauthenticated("this sign-in has ended") }
         var outcome = Outcome()
-        let existing = pushSubscriptions(of: username)
-        let replaced = existing.first { $0.endpoint == request.endpoint }
-        guard replaced != nil || existing.count < limit else {
+        let previous = pushSubscriptions.values.first { $0.endpoint == request.endpoint }
+        let mine = pushSubscriptions(of: username).filter { $0.id != previous?.id }
+        guard mine.count < limit else {
             throw .rateLimited("at most \(limit) push subscriptions per account; remove one with push.unsubscribe")
         }
-        if let replaced {
-            unindex(push: replaced.id)
-            outcome.changes.append(.deletePushSubscription(id: replaced.id))
+        if let previous {
+            unindex(push: previous.id)
+            outcome.changes.append(.deletePushSubscription(id: previous.id))
         }
         let subscription = PushSubscription(id: makeID("p_"), username: username, endpoint: request.endpoint,
-                                            p256dh: request.p256dh, auth: request.auth, createdAt: now)
+                                            p256dh: request.p256dh, auth: request.auth, createdAt: now, tokenHash: tokenHash)
         index(subscription)
         outcome.changes.append(.savePushSubscription(subscription))
         outcome.reply = PushSubscribeReply(subscriptionId: subscription.id).fields
         return outcome
+    }
+
+    /// What ends with the sign-in `hash` of `username`: its subscriptions, and those stored before
+    /// subscriptions belonged to sign-ins (they belong to every sign-in of the account, so the first to
+    /// end takes them; the app subscribes again at its next sign-in). Removed from the cache; the
+    /// returned changes store that.
+    mutating func endPushSubscriptions(ofToken hash: String, username: String) -> [StoreChange] {
+        let ending = pushSubscriptions(of: username).filter { $0.tokenHash == nil || $0.tokenHash == hash }
+        for subscription in ending { unindex(push: subscription.id) }
+        return ending.map { .deletePushSubscription(id: $0.id) }
     }
 
     public mutating func unsubscribePush(_ username: String, _ id: String) throws(RelayError) -> Outcome {

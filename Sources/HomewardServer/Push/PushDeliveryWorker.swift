@@ -13,6 +13,9 @@ import Logging
 /// - 429/5xx/no answer: tried again after `Retry-After` when given, else exponential backoff, until
 ///   the entry is an hour old (`maxAge`), then dropped;
 /// - anything else: it will never be accepted; dropped as failed.
+/// Right before each Web Push the endpoint's host is resolved again and the push connects to the
+/// address vetted then (`PushEndpointPolicy.target`): one that is now special-purpose is dropped, one
+/// that resolves to nothing is retried.
 /// An entry is removed only after its answer, so a push queued before a crash is sent after the
 /// restart (at least once: a crash between the answer and the removal would send it again). Entries
 /// are claimed with a lease (`PushOutboxStore.claimDueOutboxEntries`), so relays sharing one
@@ -32,6 +35,8 @@ actor PushDeliveryWorker {
     private let logger: Logger
     private let metrics: PushMetrics
     private var forget: (@Sendable (String) -> Void)?
+    /// Where a Web Push may connect, decided right before each send (`PushEndpointPolicy.target`).
+    private let target: @Sendable (URL) async -> PushEndpointPolicy.SendTarget
 
     private var loop: Task<Void, Never>?
     private var sleeper: Task<Void, Never>?
@@ -48,8 +53,10 @@ actor PushDeliveryWorker {
     static let storeRetry: Int64 = 1_000
 
     init(store: any PushOutboxStore, sender: any PushTransport, credentials: Credentials, maxAge: Int64,
-         metrics: PushMetrics, logger: Logger, clock: @escaping @Sendable () -> Int64 = Relay.systemMillis) {
+         metrics: PushMetrics, logger: Logger, clock: @escaping @Sendable () -> Int64 = Relay.systemMillis,
+         target: @escaping @Sendable (URL) async -> PushEndpointPolicy.SendTarget = { _ in .connect(nil) }) {
         self.store = store
+        self.target = target
         self.sender = sender
         self.credentials = credentials
         self.maxAge = maxAge
@@ -143,11 +150,22 @@ actor PushDeliveryWorker {
         guard now - entry.createdAt <= maxAge else {
             return await finish(entry, counter: metrics.dropped, why: "an hour old")
         }
-        let request: PushRequest
+        var request: PushRequest
         do {
             request = try makeRequest(entry)
         } catch {
             return await finish(entry, counter: metrics.failed, why: "cannot be built: \(error)")
+        }
+        if entry.kind == .webPush {
+            switch await target(request.url) {
+            case .connect(let address):
+                request.connectTo = address
+            case .unresolved:
+                return await retry(entry, status: nil, after: nil)
+            case .refused(let why):
+                logger.warning("push outbox: endpoint refused at send time", metadata: ["entry": "\(entry.id)", "reason": "\(why)"])
+                return await finish(entry, counter: metrics.failed, why: "endpoint refused at send time: \(why)")
+            }
         }
         switch await sender.send(request) {
         case .delivered:
@@ -158,22 +176,26 @@ actor PushDeliveryWorker {
         case .failed(let status):
             await finish(entry, counter: metrics.failed, why: "refused with \(status)")
         case .retry(let status, let after):
-            let attempts = entry.attempts + 1
-            let backoff = min(Self.maxBackoff, Self.firstBackoff << min(attempts - 1, 20))
-            let wait = after.map { Int64($0 * 1000) } ?? backoff
-            let at = clock() + wait
-            guard at - entry.createdAt <= maxAge else {
-                return await finish(entry, counter: metrics.dropped, why: "still failing (\(status.map(String.init) ?? "no answer")) after an hour")
-            }
-            do {
-                try await store.rescheduleOutboxEntry(id: entry.id, at: at, attempts: attempts)
-            } catch {
-                // The claim's lease still holds it: it is tried again when the lease ends.
-                logger.warning("push outbox: cannot reschedule", metadata: ["entry": "\(entry.id)", "error": "\(error)"])
-            }
-            // Counted once stored, so that whoever reads the counter knows the retry is durable.
-            metrics.retried.increment()
+            await retry(entry, status: status, after: after)
         }
+    }
+
+    private func retry(_ entry: OutboxEntry, status: Int?, after: TimeInterval?) async {
+        let attempts = entry.attempts + 1
+        let backoff = min(Self.maxBackoff, Self.firstBackoff << min(attempts - 1, 20))
+        let wait = after.map { Int64($0 * 1000) } ?? backoff
+        let at = clock() + wait
+        guard at - entry.createdAt <= maxAge else {
+            return await finish(entry, counter: metrics.dropped, why: "still failing (\(status.map(String.init) ?? "no answer")) after an hour")
+        }
+        do {
+            try await store.rescheduleOutboxEntry(id: entry.id, at: at, attempts: attempts)
+        } catch {
+            // The claim's lease still holds it: it is tried again when the lease ends.
+            logger.warning("push outbox: cannot reschedule", metadata: ["entry": "\(entry.id)", "error": "\(error)"])
+        }
+        // Counted once stored, so that whoever reads the counter knows the retry is durable.
+        metrics.retried.increment()
     }
 
     private func finish(_ entry: OutboxEntry, counter: Counter, why: String?) async {
@@ -192,7 +214,9 @@ actor PushDeliveryWorker {
         guard let url = URL(string: entry.endpoint) else { throw WebPushError.badEndpoint("not a URL") }
         switch entry.kind {
         case .webhook:
-            return WebhookSignature.request(url: url, body: entry.payload, secret: credentials.webhookSecret ?? "")
+            // Signed as sent now: each attempt carries its own time, every attempt the entry's id.
+            return WebhookSignature.request(url: url, body: entry.payload, secret: credentials.webhookSecret ?? "",
+                                            deliveryId: entry.id, now: Date(timeIntervalSince1970: Double(clock()) / 1000))
         case .webPush:
             let urgency = PushOptions.Urgency(rawValue: entry.urgency) ?? .normal
             return try PushRequest.webPush(

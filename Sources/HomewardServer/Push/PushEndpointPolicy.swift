@@ -22,18 +22,45 @@ struct PushEndpointPolicy: Sendable {
         }
         let host = try checkShape(endpoint)
         guard !allowPrivate else { return }
-        let resolve = self.resolve
-        let addresses: [IPAddressBytes]
-        if let literal = IPAddressBytes(literal: host) {
-            addresses = [literal]
-        } else {
-            addresses = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: resolve(host)) }
-            }
-        }
+        let addresses = await addresses(of: host)
         guard !addresses.isEmpty else { throw .invalid("endpoint host \(host) does not resolve") }
-        if let bad = addresses.first(where: { !$0.isPublic }) {
-            throw .invalid("endpoint host \(host) is a loopback, private or link-local address (\(bad)); push services are public")
+        if let bad = addresses.first(where: { !$0.isPublic }), let block = bad.specialPurpose {
+            throw .invalid("endpoint host \(host) is a special-purpose address (\(bad): \(block)); push services are public")
+        }
+    }
+
+    /// Where a push to `url` may go, decided right before each send (a host's DNS may have changed since
+    /// `push.subscribe` checked it: rebinding). A name is resolved again; when every address is public
+    /// the push connects to the first of them, the address vetted here. A literal address is checked
+    /// and connected to as written.
+    enum SendTarget: Sendable, Equatable {
+        /// Connect to this address (nil: resolve as usual; only with `--push-allow-private`).
+        case connect(String?)
+        /// The host resolves to nothing now: try again later.
+        case unresolved
+        /// The host is or resolves to a special-purpose address: never send there.
+        case refused(String)
+    }
+
+    func target(of url: URL) async -> SendTarget {
+        guard !allowPrivate else { return .connect(nil) }
+        guard var host = url.host, !host.isEmpty else { return .refused("no host") }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let literal = IPAddressBytes(literal: host) != nil
+        let addresses = await addresses(of: host)
+        guard let first = addresses.first else { return .unresolved }
+        if let bad = addresses.first(where: { !$0.isPublic }), let block = bad.specialPurpose {
+            return .refused("\(host) is or resolves to a special-purpose address (\(bad): \(block))")
+        }
+        return .connect(literal ? nil : first.description)
+    }
+
+    /// A literal as itself; a name resolved by the system resolver, off the caller's thread.
+    private func addresses(of host: String) async -> [IPAddressBytes] {
+        if let literal = IPAddressBytes(literal: host) { return [literal] }
+        let resolve = self.resolve
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: resolve(host)) }
         }
     }
 
@@ -78,65 +105,6 @@ struct PushEndpointPolicy: Sendable {
             cursor = info.pointee.ai_next
         }
         return result
-    }
-}
-
-/// An IPv4 (4 bytes) or IPv6 (16 bytes) address, and whether it is a public unicast one.
-struct IPAddressBytes: Sendable, Equatable, CustomStringConvertible {
-    let bytes: [UInt8]
-
-    init(bytes: [UInt8]) {
-        precondition(bytes.count == 4 || bytes.count == 16, "an IP address is 4 or 16 bytes")
-        self.bytes = bytes
-    }
-
-    /// Parses a literal IPv4 or IPv6 address (no brackets), or nil for a host name.
-    init?(literal: String) {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        if inet_pton(AF_INET, literal, &v4) == 1 {
-            self.init(bytes: withUnsafeBytes(of: v4) { Array($0) })
-        } else if inet_pton(AF_INET6, literal, &v6) == 1 {
-            self.init(bytes: withUnsafeBytes(of: v6) { Array($0) })
-        } else {
-            return nil
-        }
-    }
-
-    var description: String {
-        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
-        return stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-            .joined(separator: ":")
-    }
-
-    /// False for loopback, private, shared (CGNAT), link-local, unspecified, multicast, broadcast and
-    /// documentation-only ranges; an IPv4-mapped IPv6 address is judged as its IPv4 address.
-    var isPublic: Bool {
-        if bytes.count == 16 {
-            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
-                return IPAddressBytes(bytes: Array(bytes[12..<16])).isPublic
-            }
-            if bytes.allSatisfy({ $0 == 0 }) { return false }  // ::
-            if bytes[0..<15].allSatisfy({ $0 == 0 }), bytes[15] == 1 { return false }  // ::1
-            if bytes[0] & 0xfe == 0xfc { return false }  // fc00::/7 unique local
-            if bytes[0] == 0xfe, bytes[1] & 0xc0 == 0x80 { return false }  // fe80::/10 link-local
-            if bytes[0] == 0xff { return false }  // multicast
-            if bytes[0] == 0x20, bytes[1] == 0x01, bytes[2] == 0x0d, bytes[3] == 0xb8 { return false }  // 2001:db8::/32
-            return true
-        }
-        let (a, b) = (bytes[0], bytes[1])
-        switch a {
-        case 0, 10, 127: return false
-        case 100 where b & 0xc0 == 64: return false  // 100.64.0.0/10
-        case 169 where b == 254: return false
-        case 172 where b & 0xf0 == 16: return false
-        case 192 where b == 168: return false
-        case 192 where b == 0 && bytes[2] == 2, 198 where b == 51 && bytes[2] == 100, 203 where b == 0 && bytes[2] == 113:
-            return false  // documentation ranges
-        case 198 where b & 0xfe == 18: return false  // 198.18.0.0/15 benchmarking
-        case 224...255: return false  // multicast, reserved, broadcast
-        default: return true
-        }
     }
 }
 

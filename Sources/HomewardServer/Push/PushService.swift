@@ -30,7 +30,8 @@ struct PushService: Sendable {
             let worker = PushDeliveryWorker(
                 store: outbox, sender: PushSender(),
                 credentials: .init(vapidKey: vapidKey, subject: subject, webhookSecret: configuration.webhookSecret),
-                maxAge: settings.maxAge, metrics: PushMetrics(factory: metrics), logger: logger)
+                maxAge: settings.maxAge, metrics: PushMetrics(factory: metrics), logger: logger,
+                target: { url in await policy.target(of: url) })
             settings.outboxChanged = { worker.wake() }
             self.worker = worker
         } else {

@@ -124,8 +124,12 @@ struct CacheDeltaTests {
             ShareLink(id: id, sessionId: "se_1", owner: "ann", tokenHash: hash, createdAt: 3_500, expiresAt: 50_000)
         }
         func push(_ id: String, at: Int64) -> PushSubscription {
-            PushSubscription(id: id, username: "ann", endpoint: "https://push.example/\(id)", p256dh: "k", auth: "a", createdAt: at)
+            PushSubscription(id: id, username: "ann", endpoint: "https://push.example/\(id)", p256dh: "k", auth: "a", createdAt: at,
+                             tokenHash: at == 300 ? nil : "t_ann")
         }
+        // bob's browser is the one ann used: subscribing it moves the endpoint to bob.
+        let moved = PushSubscription(id: "ps_9", username: "bob", endpoint: "https://push.example/ps_2", p256dh: "k2", auth: "a2",
+                                     createdAt: 400, tokenHash: "t_bob")
         return [
             ["ann", "bob", "cat", "dan"].map { .createUser(UserProfile(username: $0, name: $0.capitalized), passwordHash: "h", at: 100) },
             [.createToken(hash: "t_ann", username: "ann", at: 1_000), .createToken(hash: "t_bob", username: "bob", at: 1_000)],
@@ -144,6 +148,7 @@ struct CacheDeltaTests {
             [.savePushSubscription(push("ps_2", at: 200)), .savePushSubscription(push("ps_1", at: 100)),
              .savePushSubscription(push("ps_3", at: 300))],
             [.savePushSubscription(push("ps_3", at: 50)), .deletePushSubscription(id: "ps_1")],
+            [.savePushSubscription(moved)],
             [.setStandingShare(owner: "ann", ["bob", "cat", "bob"]), .setStandingShare(owner: "cat", ["ann"])],
             [.setStandingShare(owner: "cat", [])],
             [.savePause(LocationPause(owner: "ann", from: "bob", until: 70_000)), .savePause(LocationPause(owner: "ann", from: nil, until: nil))],

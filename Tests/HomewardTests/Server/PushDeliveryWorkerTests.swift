@@ -133,7 +133,62 @@ final class PushDeliveryWorkerTests: XCTestCase {
         _ = try await worker.deliverDue()
         XCTAssertEqual(transport.sent.map(\.url.lastPathComponent), (1...5).map { "o_\($0)" })
         let first = try XCTUnwrap(transport.sent.first)
-        XCTAssertEqual(first.header(WebhookSignature.headerName), WebhookSignature.value(body: first.body, secret: "s3cret"))
+        // Signed with the time of the attempt (seconds) and the entry's id, which is also its delivery header.
+        XCTAssertEqual(first.header(WebhookSignature.headerName),
+                       WebhookSignature.value(body: first.body, secret: "s3cret", timestamp: clock.now / 1000, deliveryId: "o_1"))
+        XCTAssertEqual(first.header(WebhookSignature.deliveryHeaderName), "o_1")
+        XCTAssertEqual(Set(transport.sent.compactMap { $0.header(WebhookSignature.deliveryHeaderName) }).count, 5, "one id per delivery")
         XCTAssertNil(first.header("Authorization"), "the webhook gets no VAPID token")
+    }
+
+    func testARetriedWebhookCallKeepsItsDeliveryIdAndIsSignedAgainWithItsNewTime() async throws {
+        transport.state.withLock { $0.script = [.retry(status: 503, after: 30)] }
+        try await enqueue("o_1", kind: .webhook)
+        _ = try await worker.deliverDue()
+        clock.advance(by: 30_000)
+        _ = try await worker.deliverDue()
+        let (first, second) = (transport.sent[0], transport.sent[1])
+        XCTAssertEqual(first.header(WebhookSignature.deliveryHeaderName), "o_1")
+        XCTAssertEqual(second.header(WebhookSignature.deliveryHeaderName), "o_1")
+        XCTAssertEqual(second.header(WebhookSignature.headerName),
+                       WebhookSignature.value(body: second.body, secret: "s3cret", timestamp: clock.now / 1000, deliveryId: "o_1"))
+        XCTAssertNotEqual(first.header(WebhookSignature.headerName), second.header(WebhookSignature.headerName))
+    }
+
+    /// The worker asks where to connect right before each push: a pinned address goes into the request, a
+    /// host that now resolves to a special-purpose address drops the push unsent, one that resolves to
+    /// nothing is tried again later. Webhook calls (the operator's own URL) are not asked about.
+    func testEachPushIsVettedRightBeforeItIsSent() async throws {
+        final class Answers: Sendable {
+            let next = Mutex<[PushEndpointPolicy.SendTarget]>([.connect("93.184.215.14"), .refused("rebound to 10.0.0.1"), .unresolved])
+            let asked = Mutex<[String]>([])
+        }
+        let answers = Answers()
+        let clock = self.clock
+        let worker = PushDeliveryWorker(
+            store: store, sender: transport,
+            credentials: .init(vapidKey: .generate(), subject: try VAPIDSubject("mailto:ops@example.org"), webhookSecret: "s3cret"),
+            maxAge: 3_600_000, metrics: PushMetrics(factory: NOOPMetricsHandler.instance), logger: Logger(label: "test"),
+            clock: { clock.now },
+            target: { url in
+                answers.asked.withLock { $0.append(url.lastPathComponent) }
+                return answers.next.withLock { $0.removeFirst() }
+            })
+        try await enqueue("o_1")
+        _ = try await worker.deliverDue()
+        XCTAssertEqual(transport.sent.map(\.connectTo), ["93.184.215.14"])
+        try await enqueue("o_2")
+        _ = try await worker.deliverDue()
+        XCTAssertEqual(transport.sent.count, 1, "a push to a host that rebound is not sent")
+        var left = try await waiting
+        XCTAssertTrue(left.isEmpty, "and dropped")
+        try await enqueue("o_3")
+        _ = try await worker.deliverDue()
+        left = try await waiting
+        XCTAssertEqual(left.map(\.id), ["o_3"])
+        XCTAssertEqual(left.first?.attempts, 1, "a host that resolves to nothing now is tried again")
+        try await enqueue("o_4", kind: .webhook)
+        _ = try await worker.deliverDue()
+        XCTAssertEqual(answers.asked.withLock { $0 }, ["o_1", "o_2", "o_3"])
     }
 }

@@ -20,13 +20,70 @@ extension StoreContractTests {
         try await with(kind) { subject in
             let store = try await subject.open()
             let first = PushSubscription(id: "p_1", username: "bob", endpoint: "https://push.example.net/1", p256dh: "BKey1",
-                                         auth: "auth1", createdAt: 10)
+                                         auth: "auth1", createdAt: 10, tokenHash: "t-bob")
             let second = PushSubscription(id: "p_2", username: "bob", endpoint: "https://push.example.net/2", p256dh: "BKey2",
-                                          auth: "auth2", createdAt: 11)
-            try await store.apply([.savePushSubscription(first), .savePushSubscription(second)])
+                                          auth: "auth2", createdAt: 11, tokenHash: "t-bob")
+            let third = PushSubscription(id: "p_3", username: "bob", endpoint: "https://push.example.net/3", p256dh: "BKey3",
+                                         auth: "auth3", createdAt: 12, tokenHash: nil)
+            try await store.apply([.savePushSubscription(first), .savePushSubscription(second), .savePushSubscription(third)])
             try await store.apply([.deletePushSubscription(id: "p_1")])
             let state = try await reopenAndLoad(store, subject)
-            #expect(state.pushSubscriptions == [second])
+            #expect(state.pushSubscriptions == [second, third])
+        }
+    }
+
+    /// An endpoint belongs to one account: saving a subscription of an endpoint removes whichever other
+    /// subscription had it, with the pushes waiting for it (a shared browser stops getting the other
+    /// account's alarms at once).
+    @Test(arguments: StoreKind.allCases)
+    func savingAnEndpointAgainRemovesItsOtherSubscriptionAndItsPushes(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            let bobs = PushSubscription(id: "p_1", username: "bob", endpoint: "https://push.example.net/shared", p256dh: "BKey1",
+                                        auth: "auth1", createdAt: 10, tokenHash: "t-bob")
+            let carols = PushSubscription(id: "p_2", username: "carol", endpoint: "https://push.example.net/shared", p256dh: "BKey2",
+                                          auth: "auth2", createdAt: 11, tokenHash: "t-carol")
+            try await store.apply([.savePushSubscription(bobs), .enqueueOutbox(entry("o_1", subscription: "p_1", at: 1)),
+                                   .enqueueOutbox(entry("o_2", kind: .webhook, at: 2))])
+            try await store.apply([.savePushSubscription(carols)])
+            #expect(try await outbox(store).pendingOutboxEntries(limit: 10).map(\.id) == ["o_2"])
+            let state = try await reopenAndLoad(store, subject)
+            #expect(state.pushSubscriptions == [carols])
+        }
+    }
+
+    /// Rows an older relay stored (no sign-in): where accounts share an endpoint the newest subscription
+    /// keeps it, an account without any sign-in loses its rows, the rest are kept unbound; the pushes of
+    /// removed rows go with them, nothing else is touched.
+    @Test(arguments: StoreKind.allCases)
+    func theSignInMigrationKeepsOldSubscriptionsOneAccountPerEndpoint(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(["alice", "bob", "carol"].map {
+                .createUser(UserProfile(username: $0, name: $0), passwordHash: "h", at: 1)
+            } + [.createToken(hash: "t-bob", username: "bob", at: 2), .createToken(hash: "t-carol", username: "carol", at: 2)])
+            try await store.apply([.enqueueOutbox(entry("o_1", subscription: "p_1", at: 1)), .enqueueOutbox(entry("o_3", subscription: "p_3", at: 3)),
+                                   .enqueueOutbox(entry("o_4", subscription: "p_4", at: 4)), .enqueueOutbox(entry("o_5", kind: .webhook, at: 5))])
+            try await subject.execute(store, subject.pushSignInsRewind + [
+                """
+                INSERT INTO push_subscriptions (id, username, endpoint, p256dh, auth, created_at) VALUES
+                    ('p_1', 'bob', 'https://push.example.net/shared', 'k1', 'a1', 10),
+                    ('p_2', 'carol', 'https://push.example.net/shared', 'k2', 'a2', 20),
+                    ('p_3', 'bob', 'https://push.example.net/bob', 'k3', 'a3', 30),
+                    ('p_4', 'alice', 'https://push.example.net/alice', 'k4', 'a4', 40)
+                """,
+            ])
+            try await subject.close(store)
+
+            let migrated = try await subject.open()
+            #expect(try await outbox(migrated).pendingOutboxEntries(limit: 10).map(\.id) == ["o_3", "o_5"])
+            let state = try await reopenAndLoad(migrated, subject)
+            #expect(state.pushSubscriptions == [
+                PushSubscription(id: "p_2", username: "carol", endpoint: "https://push.example.net/shared", p256dh: "k2", auth: "a2",
+                                 createdAt: 20, tokenHash: nil),
+                PushSubscription(id: "p_3", username: "bob", endpoint: "https://push.example.net/bob", p256dh: "k3", auth: "a3",
+                                 createdAt: 30, tokenHash: nil),
+            ])
         }
     }
 

@@ -18,6 +18,11 @@ protocol StoreSubject: Sendable {
     func ackedAt(_ store: any RelayStore, alarm: String, username: String) async throws -> Int64?
     /// "id ended_at end_reason" of every ended session and alarm, sorted by id.
     func endedRows(_ store: any RelayStore) async throws -> [String]
+    /// Runs raw SQL statements (the same text in both dialects), outside the store's rules.
+    func execute(_ store: any RelayStore, _ statements: [String]) async throws
+    /// Undoes the migration that bound push subscriptions to sign-ins, so the next open applies it to
+    /// rows stored as an older relay stored them.
+    var pushSignInsRewind: [String] { get }
     /// Removes the database.
     func remove() async
 }
@@ -74,6 +79,15 @@ struct SQLiteSubject: StoreSubject {
         }
     }
 
+    func execute(_ store: any RelayStore, _ statements: [String]) async throws {
+        try sqlite(store).inspect { db in for sql in statements { try db.execute(sql: sql) } }
+    }
+
+    var pushSignInsRewind: [String] {
+        ["DROP INDEX push_subscriptions_by_endpoint", "DROP INDEX push_subscriptions_by_token",
+         "ALTER TABLE push_subscriptions DROP COLUMN token_hash", "DELETE FROM grdb_migrations WHERE identifier = 'v8-push-sign-ins'"]
+    }
+
     func remove() async { try? FileManager.default.removeItem(at: directory) }
 
     private func sqlite(_ store: any RelayStore) throws -> SQLiteStore {
@@ -114,6 +128,15 @@ struct PostgresSubject: StoreSubject {
             SELECT id || ' ' || ended_at || ' ' || convert_from(end_reason, 'UTF8') FROM alarms WHERE ended_at IS NOT NULL
             ORDER BY 1
             """)
+    }
+
+    func execute(_ store: any RelayStore, _ statements: [String]) async throws {
+        for sql in statements { try server.psql(sql, database: location.database) }
+    }
+
+    var pushSignInsRewind: [String] {
+        ["DROP INDEX push_subscriptions_by_endpoint", "DROP INDEX push_subscriptions_by_token",
+         "ALTER TABLE push_subscriptions DROP COLUMN token_hash", "DELETE FROM schema_migrations WHERE version = 'v6-push-sign-ins'"]
     }
 
     func remove() async { try? server.psql("DROP DATABASE IF EXISTS \(location.database) WITH (FORCE)") }
