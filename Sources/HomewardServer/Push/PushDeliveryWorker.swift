@@ -188,7 +188,8 @@ actor PushDeliveryWorker {
         }
     }
 
-    private func makeRequest(_ entry: OutboxEntry) throws -> PushRequest {
+    /// Also for `UnstoredPushSender`, whose entries are in no outbox.
+    func makeRequest(_ entry: OutboxEntry) throws -> PushRequest {
         guard let url = URL(string: entry.endpoint) else { throw WebPushError.badEndpoint("not a URL") }
         switch entry.kind {
         case .webhook:

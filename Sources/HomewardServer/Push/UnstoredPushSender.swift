@@ -1,0 +1,52 @@
+import HomewardCore
+import HomewardWebPush
+import Logging
+
+/// Sends the pushes and webhook calls of an alarm delivered while storage fails (`Relay+Spool`): they are in
+/// no outbox, so they go out at once from memory, retried on 429/5xx/no answer as the outbox would (backoff,
+/// `Retry-After`), until they are `maxAge` old or the relay stops. Pushes go side by side; webhook calls one
+/// after another in the order given, so a desk hears of an alarm before its acknowledgement.
+struct UnstoredPushSender: Sendable {
+    let worker: PushDeliveryWorker
+    let sender: any PushTransport
+    let maxAge: Int64
+    let metrics: PushMetrics
+    let logger: Logger
+    let clock: @Sendable () -> Int64
+
+    func send(_ entries: [OutboxEntry]) {
+        let pushes = entries.filter { $0.kind == .webPush }
+        let hooks = entries.filter { $0.kind == .webhook }
+        for entry in pushes { Task { await attempt(entry) } }
+        if !hooks.isEmpty { Task { for entry in hooks { await attempt(entry) } } }
+    }
+
+    private func attempt(_ entry: OutboxEntry) async {
+        var attempts = 0
+        while true {
+            let request: PushRequest
+            do {
+                request = try await worker.makeRequest(entry)
+            } catch {
+                metrics.failed.increment()
+                return logger.info("unstored push cannot be built", metadata: ["entry": "\(entry.id)", "error": "\(error)"])
+            }
+            switch await sender.send(request) {
+            case .delivered:
+                return metrics.sent.increment()
+            case .gone(let status), .failed(let status):
+                metrics.failed.increment()
+                return logger.info("unstored push not delivered", metadata: ["entry": "\(entry.id)", "status": "\(status)"])
+            case .retry(_, let after):
+                attempts += 1
+                let backoff = min(PushDeliveryWorker.maxBackoff, PushDeliveryWorker.firstBackoff << min(attempts - 1, 20))
+                let wait = after.map { Int64($0 * 1000) } ?? backoff
+                guard clock() + wait - entry.createdAt <= maxAge, !Task.isCancelled else {
+                    return metrics.dropped.increment()
+                }
+                metrics.retried.increment()
+                try? await Task.sleep(for: .milliseconds(wait))
+            }
+        }
+    }
+}
