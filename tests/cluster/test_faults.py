@@ -226,11 +226,12 @@ async def test_an_alarm_raised_while_postgresql_is_stopped_is_answered_delivered
             event = await r.expect_event("alarm", timeout=2, predicate=lambda e: e["alarm"]["alarmId"] == alarm_id)
             assert event.get("stored") is False, event
         await failing
-        # A second alarm, now that the relay knows the store is down: answered at once.
+        # A second alarm, now that the relay knows the store is down: no store call of its own (at most it
+        # waits for a read-back already under way).
         started = time.monotonic()
         again = await owner.request("alarm.raise", text="still down", timeout=30)
         assert again.get("type") == "ok" and again.get("stored") is False, again
-        assert time.monotonic() - started <= 1, "an alarm while the store is known to be down waits for nothing"
+        assert time.monotonic() - started <= STORE_TIMEOUT + 1, f"took {time.monotonic() - started:.1f} s"
         second_id = again["alarm"]["alarmId"]
         await owner.ok("alarm.cancel", alarmId=second_id)
 
