@@ -14,11 +14,18 @@ struct UnstoredPushSender: Sendable {
     let logger: Logger
     let clock: @Sendable () -> Int64
 
+    /// Callable from any thread (the relay's queue): the sends run in a task of their own.
     func send(_ entries: [OutboxEntry]) {
-        let pushes = entries.filter { $0.kind == .webPush }
-        let hooks = entries.filter { $0.kind == .webhook }
-        for entry in pushes { Task { await attempt(entry) } }
-        if !hooks.isEmpty { Task { for entry in hooks { await attempt(entry) } } }
+        Task { await deliver(entries) }
+    }
+
+    /// Returns once every entry is delivered, refused or given up.
+    func deliver(_ entries: [OutboxEntry]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for entry in entries where entry.kind == .webPush { group.addTask { await attempt(entry) } }
+            let hooks = entries.filter { $0.kind == .webhook }
+            group.addTask { for entry in hooks { await attempt(entry) } }
+        }
     }
 
     private func attempt(_ entry: OutboxEntry) async {
