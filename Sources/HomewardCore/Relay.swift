@@ -925,7 +925,11 @@ public actor Relay {
         sequencer.reloaded(at: state.loadedChangeCount)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
-            if await replaySpool() { return await reloadFromStore(afterRemoteChange: afterRemoteChange) }
+            if await replaySpool() {
+                let reread = await reloadFromStore(afterRemoteChange: afterRemoteChange)
+                syncPresence(owners: before)
+                return reread
+            }
             unstored = true
             readBackAgainLater()
         }
