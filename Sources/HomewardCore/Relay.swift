@@ -930,7 +930,9 @@ public actor Relay {
                 syncPresence(owners: before)
                 return reread
             }
+            // The failed write marked this read-back as long ago (`persist`): the next one is a second away.
             unstored = true
+            lastReadBack = clock()
             readBackAgainLater()
         }
         reloads.increment()
@@ -941,11 +943,8 @@ public actor Relay {
         return !unstored
     }
 
-    /// After a failed read-back: the next one at least `readBackInterval` after this one ended (a read-back
-    /// that timed out took a whole store timeout; the operations waiting behind it go first), by itself, so
-    /// that timers resume without waiting for a request.
+    /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.
     private func readBackAgainLater() {
-        lastReadBack = clock()
         executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
             self?.submit(.fireDue(then: nil))
         }
