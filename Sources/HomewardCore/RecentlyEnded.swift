@@ -14,6 +14,10 @@ struct RecentlyEnded: Sendable {
 
     func contains(_ id: String) -> Bool { ids.contains(id) }
 
+    /// Not ended after all: an alarm this relay delivered while its store failed, which a read-back of the
+    /// store did not show (`Relay+Spool`).
+    mutating func remove(_ id: String) { ids.remove(id) }
+
     mutating func insert(_ id: String) {
         guard ids.insert(id).inserted else { return }
         order.append(id)

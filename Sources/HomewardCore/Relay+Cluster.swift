@@ -223,7 +223,9 @@ extension Relay: BusReceiver {
     /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
     /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
     func catchUpWithStore() async {
-        guard busIsShared, let loaded = state.loadedChangeCount else { return }
+        // Known to be down (a write failed and no read-back worked since): the read-backs catch up, and until
+        // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
+        guard busIsShared, !unstored, let loaded = state.loadedChangeCount else { return }
         let now = clock()
         guard now - changeCountFailedAt >= Self.readBackInterval else { return }
         let current: Int64?

@@ -85,18 +85,24 @@ public actor Relay {
     /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
     private var unsavedLastSeen: [String: Int64] = [:]
     /// Set when a write failed and storage could not be read back either; see `reloadFromStore`.
-    private var unstored = false
+    var unstored = false
     /// When the cache was last read from storage (or a read was tried).
-    private(set) var lastReadBack: Int64 = 0
+    var lastReadBack: Int64 = 0
+    /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
+    /// an alarm then fails like any other write.
+    let spool: (any AlarmSpool)?
+    var spooled = SpooledAlarms()
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
-    private let push: PushSettings
-    private let planner: PushPlanner
+    let push: PushSettings
+    let planner: PushPlanner
 
     private let alarmsRaised: Counter
     private let alarmsAcknowledged: Counter
     let alarmsPending: Gauge
+    /// Alarms delivered while the store failed and not stored yet.
+    let alarmsSpooled: Gauge
     private let usersOnline: Gauge
     /// How often the cache was read whole from the store, and how many other relays' commits it applied instead.
     let reloads: Counter
@@ -107,15 +113,17 @@ public actor Relay {
                 node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
-                push: PushSettings = PushSettings()) async throws {
+                push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil) async throws {
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
+        alarmsSpooled = Gauge(label: "homeward_alarms_spooled", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         self.store = store
+        self.spool = spool
         self.push = push
         // A relay sharing its store does not see the others' token uses: it leaves expiry to the token's removal.
         self.planner = PushPlanner(settings: push, tokenLifetime: bus.isShared ? nil : limits.tokenLifetime)
@@ -144,6 +152,8 @@ public actor Relay {
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
+        // Alarm spool: alarms a crash left unstored go back in memory, and are stored by the first read-back.
+        try await loadSpool()
         // Deadlines that passed while the relay was down fire now.
         submit(.fireDue(then: nil))
     }
@@ -306,7 +316,10 @@ public actor Relay {
     private func handle(_ command: Command) async {
         switch command {
         case .serve(let request, let auth, let peer, let sink, let done):
-            guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
+            // Alarm spool: an alarm operation goes on while the store is down, with no read-back first (`Relay+Spool`).
+            if !servesWhileUnstored(request, auth: auth) {
+                guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
+            }
             await serveInTurn(request, auth: auth, peer: peer, sink: sink, done: done)
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
@@ -661,7 +674,8 @@ public actor Relay {
             throw .invalid("not served here")
         }
         let changed = !outcome.changes.isEmpty
-        try await persistWithPushes(&outcome, now: now)
+        // Alarm spool: an alarm operation whose write fails is spooled and delivered anyway (`Relay+Spool`).
+        try await persistOrSpool(&outcome, request: request, now: now)
         // Counted once stored: a request decided again on a fresh cache is one alarm.
         if case .alarmRaise = request { alarmsRaised.increment() }
         if case .alarmAck = request, changed { alarmsAcknowledged.increment() }
@@ -686,7 +700,7 @@ public actor Relay {
 
     /// Stores an outcome together with the pushes and webhook calls it causes (one transaction), then
     /// wakes the delivery worker.
-    private func persistWithPushes(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
+    func persistWithPushes(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
         let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
         outcome.changes += pushes
         try await persist(outcome.changes)
@@ -903,10 +917,7 @@ public actor Relay {
         } catch {
             if !unstored { logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"]) }
             unstored = true
-            // Tries again by itself, so that timers resume without waiting for a request.
-            executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
-                self?.submit(.fireDue(then: nil))
-            }
+            readBackAgainLater()
             return false
         }
         if unstored { logger.notice("storage is back; state read back from it") }
@@ -914,12 +925,31 @@ public actor Relay {
         let before = state.owners
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
         sequencer.reloaded(at: state.loadedChangeCount)
+        // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
+        if !spooled.isEmpty {
+            if await replaySpool() {
+                let reread = await reloadFromStore(afterRemoteChange: afterRemoteChange)
+                syncPresence(owners: before)
+                return reread
+            }
+            // The failed write marked this read-back as long ago (`persist`): the next one is a second away.
+            unstored = true
+            lastReadBack = clock()
+            readBackAgainLater()
+        }
         reloads.increment()
         syncPresence(owners: before.union(state.owners))
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()
-        return true
+        return !unstored
+    }
+
+    /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.
+    private func readBackAgainLater() {
+        executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
+            self?.submit(.fireDue(then: nil))
+        }
     }
 
     /// Whether memory matches storage; after a failed read-back, tries again at most once per

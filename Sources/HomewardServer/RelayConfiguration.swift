@@ -58,6 +58,8 @@ public struct RelayConfiguration: Sendable {
     }
 
     public var databasePath: String { dataDirectory + "/homeward.sqlite" }
+    /// Alarms delivered while the store failed, until it takes them (`FileAlarmSpool`); per relay, also in a cluster.
+    public var alarmSpoolPath: String { dataDirectory + "/alarm-spool.jsonl" }
     public var devCertificateDirectory: String { dataDirectory + "/certs" }
 
     /// The base of share-link URLs: `publicURL`, else the listener's address (a wildcard host becomes

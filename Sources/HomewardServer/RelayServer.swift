@@ -71,7 +71,8 @@ public struct RelayServer: Sendable {
             relay = try await Relay(store: wrapStore(store.store), hasher: config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations),
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
                                     features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
-                                    logger: logger, metrics: factory, push: push.settings)
+                                    logger: logger, metrics: factory, push: push.settings,
+                                    spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec))
             try await relay.startBus()
         } catch {
             await bus.stop()

@@ -195,3 +195,63 @@ async def test_nats_server_restarted_positions_resume_within_2s_and_nothing_dura
     finally:
         if cluster.nats.proc is None:
             await asyncio.to_thread(cluster.nats.start)
+
+
+async def test_an_alarm_raised_while_postgresql_is_stopped_is_answered_delivered_and_stored_later(hw, cluster, nodes):
+    """A panic button answers within --store-timeout + 1 s whatever fails: with PostgreSQL stopped the alarm
+    still reaches the recipients connected to every relay (marked "stored": false), also right behind a
+    write that is failing on the same relay; once PostgreSQL is back it is stored once (per relay spool),
+    and a recipient who was offline gets it at sign-in."""
+    owner = await hw.register("spoolw", endpoint=nodes[0])
+    busy = await hw.register("spoolb", endpoint=nodes[0])
+    recipients = [await hw.register(f"spoolr{i}", endpoint=n) for i, n in enumerate(nodes[1:])]
+    offline = await hw.register("spoolo", endpoint=nodes[2])
+    await befriend_all(hw, owner, busy, *recipients, offline)
+    offline_token = offline.token
+    await offline.close()
+    try:
+        await asyncio.to_thread(cluster.postgres.stop)
+        # A write that fails on the owner's relay first (it waits for the store timeout, then its read-back
+        # starts), and the alarm right behind it.
+        failing = asyncio.create_task(busy.request("alarm.contacts", usernames=[owner.username], timeout=STORE_TIMEOUT + 10))
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        reply = await owner.request("alarm.raise", text="pg is down", lat=57.7, lon=11.9, timeout=30)
+        took = time.monotonic() - started
+        assert reply.get("type") == "ok", f"the alarm was refused while PostgreSQL is down (after {took:.1f} s): {reply}"
+        assert reply.get("stored") is False, reply
+        assert took <= STORE_TIMEOUT + 1, f"the alarm took {took:.1f} s to answer (store timeout {STORE_TIMEOUT} s + 1 s)"
+        alarm_id = reply["alarm"]["alarmId"]
+        for r in recipients:
+            event = await r.expect_event("alarm", timeout=2, predicate=lambda e: e["alarm"]["alarmId"] == alarm_id)
+            assert event.get("stored") is False, event
+        await failing
+        # A second alarm, now that the relay knows the store is down: no store call of its own (at most it
+        # waits for a read-back already under way).
+        started = time.monotonic()
+        again = await owner.request("alarm.raise", text="still down", timeout=30)
+        assert again.get("type") == "ok" and again.get("stored") is False, again
+        assert time.monotonic() - started <= STORE_TIMEOUT + 1, f"took {time.monotonic() - started:.1f} s"
+        second_id = again["alarm"]["alarmId"]
+        await owner.ok("alarm.cancel", alarmId=second_id)
+
+        await asyncio.to_thread(cluster.postgres.start)
+        # Stored once the store is back: every relay learns of it, so a recipient's ack on another relay works.
+        deadline = time.monotonic() + 30
+        while True:
+            ack = await recipients[0].request("alarm.ack", alarmId=alarm_id)
+            if ack.get("type") == "ok" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert ack.get("type") == "ok", f"the spooled alarm was not stored 30 s after PostgreSQL came back: {ack}"
+        assert cluster.postgres.psql(f"SELECT count(*) FROM alarms WHERE id = '{alarm_id}' AND ended_at IS NULL",
+                                     database="homeward") == "1"
+        assert cluster.postgres.psql(f"SELECT ended_at IS NOT NULL FROM alarms WHERE id = '{second_id}'",
+                                     database="homeward") == "t", "the cancel of the second alarm was stored too"
+        back = await hw.hello(offline_token, endpoint=nodes[2])
+        event = await back.expect_event("alarm", timeout=5, predicate=lambda e: e["alarm"]["alarmId"] == alarm_id)
+        assert event["alarm"]["text"] == "pg is down"
+        await back.no_event("alarm", within=0.5, predicate=lambda e: e["alarm"]["alarmId"] == second_id)
+    finally:
+        if cluster.postgres.proc is None:
+            await asyncio.to_thread(cluster.postgres.start)

@@ -15,6 +15,9 @@ public struct PushSettings: Sendable {
     public var checkSubscription: @Sendable (_ endpoint: String, _ p256dh: String, _ auth: String) async throws(RelayError) -> Void
     /// Called after outbox entries were stored, so the worker looks again.
     public var outboxChanged: @Sendable () -> Void
+    /// Sends entries that could not be stored (an alarm delivered while storage fails, `Relay+Spool`) at once,
+    /// retrying from memory: they are in no outbox.
+    public var sendUnstored: @Sendable ([OutboxEntry]) -> Void = { _ in }
     /// The relay's VAPID public key (base64url), sent as `vapidPublicKey` in sign-in replies.
     public var vapidPublicKey: String?
 

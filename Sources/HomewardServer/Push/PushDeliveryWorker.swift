@@ -150,22 +150,14 @@ actor PushDeliveryWorker {
         guard now - entry.createdAt <= maxAge else {
             return await finish(entry, counter: metrics.dropped, why: "an hour old")
         }
-        var request: PushRequest
-        do {
-            request = try makeRequest(entry)
-        } catch {
-            return await finish(entry, counter: metrics.failed, why: "cannot be built: \(error)")
-        }
-        if entry.kind == .webPush {
-            switch await target(request.url) {
-            case .connect(let address):
-                request.connectTo = address
-            case .unresolved:
-                return await retry(entry, status: nil, after: nil)
-            case .refused(let why):
-                logger.warning("push outbox: endpoint refused at send time", metadata: ["entry": "\(entry.id)", "reason": "\(why)"])
-                return await finish(entry, counter: metrics.failed, why: "endpoint refused at send time: \(why)")
-            }
+        let request: PushRequest
+        switch await prepare(entry) {
+        case .send(let prepared):
+            request = prepared
+        case .later:
+            return await retry(entry, status: nil, after: nil)
+        case .drop(let why):
+            return await finish(entry, counter: metrics.failed, why: why)
         }
         switch await sender.send(request) {
         case .delivered:
@@ -207,6 +199,35 @@ actor PushDeliveryWorker {
             try await store.removeOutboxEntry(id: entry.id)
         } catch {
             logger.warning("push outbox: cannot remove a finished entry", metadata: ["entry": "\(entry.id)", "error": "\(error)"])
+        }
+    }
+
+    /// What to do with an entry now: its request, pointed at the address vetted right before the send (a Web
+    /// Push), or why it waits or goes. Also for `UnstoredPushSender`, whose entries are in no outbox.
+    enum Prepared: Sendable {
+        case send(PushRequest)
+        /// The endpoint's host did not resolve: try again later.
+        case later
+        case drop(String)
+    }
+
+    func prepare(_ entry: OutboxEntry) async -> Prepared {
+        var request: PushRequest
+        do {
+            request = try makeRequest(entry)
+        } catch {
+            return .drop("cannot be built: \(error)")
+        }
+        guard entry.kind == .webPush else { return .send(request) }
+        switch await target(request.url) {
+        case .connect(let address):
+            request.connectTo = address
+            return .send(request)
+        case .unresolved:
+            return .later
+        case .refused(let why):
+            logger.warning("push: endpoint refused at send time", metadata: ["entry": "\(entry.id)", "reason": "\(why)"])
+            return .drop("endpoint refused at send time: \(why)")
         }
     }
 

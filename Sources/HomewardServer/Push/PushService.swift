@@ -27,12 +27,18 @@ struct PushService: Sendable {
         }
         // Every store the relay ships keeps an outbox; a store without one (a test double) pushes nothing.
         if let outbox = store as? any PushOutboxStore {
+            let sender = PushSender()
+            let pushMetrics = PushMetrics(factory: metrics)
             let worker = PushDeliveryWorker(
-                store: outbox, sender: PushSender(),
+                store: outbox, sender: sender,
                 credentials: .init(vapidKey: vapidKey, subject: subject, webhookSecret: configuration.webhookSecret),
-                maxAge: settings.maxAge, metrics: PushMetrics(factory: metrics), logger: logger,
+                maxAge: settings.maxAge, metrics: pushMetrics, logger: logger,
                 target: { url in await policy.target(of: url) })
             settings.outboxChanged = { worker.wake() }
+            // An alarm delivered while the store fails (the alarm spool): its pushes go out from memory.
+            let unstored = UnstoredPushSender(worker: worker, sender: sender, maxAge: settings.maxAge, metrics: pushMetrics,
+                                              logger: logger, clock: Relay.systemMillis)
+            settings.sendUnstored = { unstored.send($0) }
             self.worker = worker
         } else {
             self.worker = nil

@@ -196,3 +196,54 @@ final class SignalShutdownEndToEndTests: XCTestCase {
         try await shutDown(with: SIGINT)
     }
 }
+
+/// `kill -9` of a relay whose spool holds alarms (delivered while PostgreSQL was stopped): after the restart
+/// they are stored once, and a friend who was offline gets each at sign-in.
+final class SpoolKillRestartEndToEndTests: XCTestCase {
+    func testAlarmsSpooledWhileTheStoreWasDownSurviveSIGKILLAndAreStoredOnce() async throws {
+        guard let server = try await PostgresServer.startIfAvailable().server() else {
+            throw XCTSkip("\(PostgresServer.skipVariable)=1: PostgreSQL tests skipped")
+        }
+        addTeardownBlock { server.remove() }
+        let location = try server.createDatabase()
+        let relay = try await RelayProcess.start([
+            "--store", "postgres://\(location.username)@\(location.host):\(location.port)/\(location.database)?sslmode=disable",
+            "--store-timeout", "1",
+        ])
+        addTeardownBlock { relay.stop() }
+        func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
+            let username = TestRelay.uniqueUsername(base)
+            let client = try await relay.connect(label: username)
+            let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
+            return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
+        }
+        let alice = try await register("alice")
+        let bob = try await register("bob")
+        try await alice.client.ok("friend.request", ["username": .string(bob.username)])
+        try await bob.client.ok("friend.accept", ["username": .string(alice.username)])
+        try await alice.client.event("friend.added")
+        await bob.client.close()
+
+        server.stop()
+        var ids: [String] = []
+        for text in ["first", "second"] {
+            let raised = try await alice.client.ok("alarm.raise", ["text": .string(text)], timeout: 10)
+            XCTAssertEqual(raised["stored"], false)
+            ids.append(try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue))
+        }
+        let spool = relay.dataDirectory + "/alarm-spool.jsonl"
+        XCTAssertEqual(String(decoding: try Data(contentsOf: URL(fileURLWithPath: spool)), as: UTF8.self)
+            .split(separator: "\n").count, 2, "both alarms are on disk before their replies")
+
+        relay.kill()
+        try await server.start()
+        try await relay.launch()
+
+        let bobAgain = try await relay.connect(label: "bob-after-kill")
+        try await bobAgain.ok("hello", ["token": .string(bob.token)])
+        let alarms = try await bobAgain.eventsAfterRoundTrip("alarm")
+        XCTAssertEqual(alarms.compactMap { $0["alarm"]?["alarmId"]?.stringValue }.sorted(), ids.sorted(), "each alarm once")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: spool)).count, 0, "the spool is empty once stored")
+        await bobAgain.close()
+    }
+}

@@ -1,0 +1,132 @@
+import Dispatch
+import HomewardProtocol
+
+/// An alarm gets through when storage fails.
+///
+/// Everything else is stored before anyone hears of it, and fails with `internal` when the store fails. A
+/// panic alarm, its acknowledgements and its cancellation instead go out at once when the store fails (a
+/// write error or timeout, or the relay already knows the store is down): the relay appends the operation's
+/// alarm changes to its `AlarmSpool` (fsync'd), then replies and delivers as usual, by WebSocket, Web Push
+/// and webhook, marked `"stored": false`. Memory keeps the spooled changes meanwhile, so acknowledgements
+/// and cancellations of such an alarm are decided on it. When the store answers again (the next read-back
+/// of `reloadFromStore`, and at start after a crash), the spooled changes are applied to the state read back
+/// and stored in one write, then the spool is emptied; storing them again changes nothing (by alarm id), so a
+/// crash in between loses and duplicates nothing. Recipients who were offline then find the alarm in their
+/// backlog at sign-in, as for any stored alarm.
+///
+/// Hooks in `Relay.swift`, each marked "alarm spool": `persistOrSpool` in place of `persistWithPushes` for
+/// alarm requests, `replaySpool` after a read-back, `loadSpool` at start, and the mailbox's storage guard
+/// letting alarm requests through while the store is down.
+extension Relay {
+    /// Stores an alarm operation's outcome with its pushes (`persistWithPushes`), or, when that fails for any
+    /// reason but another relay's write (the cache is then decided again, `onCurrentCache`), or the store is
+    /// known to be down, spools it and sends its pushes at once (`spoolInsteadOfStoring`). Without a spool,
+    /// or for anything but an alarm operation, the store's failure stands.
+    func persistOrSpool(_ outcome: inout Outcome, request: Request, now: Int64) async throws(RelayError) {
+        guard spool != nil, request.spoolsWhenStorageFails, !outcome.changes.isEmpty else {
+            return try await persistWithPushes(&outcome, now: now)
+        }
+        if !unstored {
+            let decided = outcome
+            do {
+                return try await persistWithPushes(&outcome, now: now)
+            } catch {
+                guard cacheBehind == nil else { throw error }
+                outcome = decided
+            }
+        }
+        try await spoolInsteadOfStoring(&outcome, now: now)
+    }
+
+    private func spoolInsteadOfStoring(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
+        guard let spool else { throw Self.storageUnavailable }
+        outcome.markNotStored()
+        let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
+        guard let record = SpooledAlarms.spooledPart(of: outcome.changes + pushes) else { throw Self.storageUnavailable }
+        do {
+            try await spool.append(record)
+        } catch {
+            logger.critical("the alarm spool cannot be written either: the alarm is refused", metadata: ["error": "\(error)"])
+            throw .storage("\(error)")
+        }
+        spooled.append(record)
+        markUnstored()
+        alarmsSpooled.record(spooled.alarmCount)
+        logger.warning("alarm delivered while storage fails; spooled until the store takes it",
+                       metadata: ["alarm": "\(record.compactMap(\.spooledAlarmId).joined(separator: ","))"])
+        let entries = pushes.compactMap { change -> OutboxEntry? in
+            if case .enqueueOutbox(let entry) = change { return entry }
+            return nil
+        }
+        if !entries.isEmpty { push.sendUnstored(entries) }
+    }
+
+    /// After a successful read-back (`reloadFromStore`): the spooled changes are stored in one write, then the
+    /// spool is emptied, and the caller reads the state back again (the store's truth, with them: an alarm the
+    /// spool saves again after it ended stays ended). Returns whether that worked. When the write fails, the
+    /// changes go back onto the state just read (an acknowledgement of such an alarm is decided on memory),
+    /// the relay counts as unstored (`persist`), and the next read-back tries again.
+    func replaySpool() async -> Bool {
+        guard !spooled.isEmpty, let spool else { return true }
+        let changes = spooled.changes
+        do {
+            try await persist(changes)
+        } catch {
+            logger.warning("spooled alarms not stored yet; trying again shortly", metadata: ["error": "\(error)"])
+            putSpooledInMemory()
+            return false
+        }
+        let alarms = spooled.alarmCount
+        spooled.removeAll()
+        alarmsSpooled.record(0)
+        do {
+            try await spool.removeAll()
+        } catch {
+            // Stored already: storing them again at the next start changes nothing.
+            logger.error("spooled alarms stored, but the spool cannot be emptied", metadata: ["error": "\(error)"])
+        }
+        logger.notice("spooled alarms stored", metadata: ["alarms": "\(alarms)"])
+        return true
+    }
+
+    /// The spooled changes applied to the state, as if stored: a state read back from the store lacks them, and
+    /// counts the alarms it lacks as ended elsewhere (`RelayState.reloaded`), which these are not.
+    private func putSpooledInMemory() {
+        for record in spooled.records {
+            for id in record.compactMap(\.spooledAlarmId) { state.endedAlarms.remove(id) }
+        }
+        syncPresence(owners: state.apply(spooled.changes))
+    }
+
+    /// At start: what the spool holds (a crash while the store was down) is put back in memory and stored at
+    /// the first read-back, right after start.
+    func loadSpool() async throws {
+        guard let spool else { return }
+        let contents = try await spool.records()
+        if contents.skipped > 0 {
+            logger.warning("alarm spool: records that cannot be read (a write cut short by a crash) are skipped",
+                           metadata: ["skipped": "\(contents.skipped)", "kept": "\(contents.records.count)"])
+        }
+        guard !contents.records.isEmpty else { return }
+        for record in contents.records { spooled.append(record) }
+        putSpooledInMemory()
+        alarmsSpooled.record(spooled.alarmCount)
+        markUnstored()
+        logger.warning("alarm spool holds alarms not stored yet; storing them", metadata: ["alarms": "\(spooled.alarmCount)"])
+    }
+
+    /// Memory holds what the store lacks: the next operation reads back (and replays the spool).
+    private func markUnstored() {
+        guard !unstored else { return }
+        unstored = true
+        lastReadBack = .min / 2
+        submit(.fireDue(then: nil))
+    }
+
+    /// Whether a request may run although storage is known to be down: a signed-in alarm operation with a
+    /// spool to fall back on. It then waits for no read-back (each costs up to a store timeout while the store
+    /// is down): it is spooled at once.
+    func servesWhileUnstored(_ request: Request, auth: Authentication?) -> Bool {
+        unstored && spool != nil && auth != nil && request.spoolsWhenStorageFails
+    }
+}
