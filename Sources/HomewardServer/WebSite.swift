@@ -36,7 +36,8 @@ struct WebSite: Sendable {
             "script": WebAssets.leafletPrefix + "leaflet.js", "stylesheet": WebAssets.leafletPrefix + "leaflet.css",
         ] : NSNull()]
         object["tiles"] = tiles.map { ["url": $0.urlTemplate, "attribution": $0.attribution] } ?? NSNull()
-        object["vectorTiles"] = vectorTiles?.config ?? NSNull()
+        // Only with --map-tiles-mbtiles: pages of a relay without it see the same config as before.
+        if let vectorTiles { object["vectorTiles"] = vectorTiles.config }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         config = ByteBuffer(bytes: data)
     }

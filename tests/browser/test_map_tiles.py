@@ -36,9 +36,9 @@ def osm_xml() -> str:
     """A street through the walk's start, a footpath, a park, a lake and a house, with markup in a name."""
     nodes = {
         1: (LAT, LON - 0.004), 2: (LAT, LON + 0.004),  # Testgatan, west-east through START
-        3: (LAT - 0.003, LON + 0.001), 4: (LAT + 0.003, LON + 0.001),  # a footpath, south-north
+        3: (LAT - 0.003, LON - 0.0006), 4: (LAT + 0.003, LON - 0.0006),  # a footpath, south-north
         5: (LAT + 0.0005, LON - 0.003), 6: (LAT + 0.0005, LON - 0.001), 7: (LAT + 0.002, LON - 0.001), 8: (LAT + 0.002, LON - 0.003),
-        9: (LAT - 0.0005, LON + 0.002), 10: (LAT - 0.0005, LON + 0.0035), 11: (LAT - 0.002, LON + 0.0035), 12: (LAT - 0.002, LON + 0.002),
+        9: (LAT - 0.0005, LON - 0.0018), 10: (LAT - 0.0005, LON - 0.0009), 11: (LAT - 0.0015, LON - 0.0009), 12: (LAT - 0.0015, LON - 0.0018),
         13: (LAT + 0.0002, LON + 0.0002), 14: (LAT + 0.0002, LON + 0.0004), 15: (LAT + 0.0003, LON + 0.0004), 16: (LAT + 0.0003, LON + 0.0002),
     }
     ways = [

@@ -119,6 +119,8 @@ final class VectorTileRouteTests: XCTestCase {
         XCTAssertEqual(tiles["maxZoom"] as? Int, 14)
         XCTAssertEqual(tiles["attribution"] as? String, "© OSM test")
         XCTAssertTrue(config["tiles"] is NSNull)
+        let without = WebSite(assets: WebAssets(["/": ("text/html; charset=utf-8", "app")]), tiles: nil)
+        XCTAssertNil(try XCTUnwrap(JSONSerialization.jsonObject(with: Data(buffer: without.answer(path: "/v1/web-config", headers: [:]).body)) as? [String: Any])["vectorTiles"])
         let csp = try XCTUnwrap(head.headers.first(name: "Content-Security-Policy"))
         XCTAssertTrue(csp.contains("img-src 'self';"), csp)
         XCTAssertTrue(csp.contains("connect-src 'self' wss://relay.example:8443;"), csp)
