@@ -53,10 +53,10 @@ public struct MBTilesFile: Sendable {
                 var tiles: [Address: [UInt8]] = [:]
                 let rows = try Row.fetchCursor(db, sql: "SELECT zoom_level, tile_column, tile_row, tile_data FROM tiles")
                 while let row = try rows.next() {
-                    let z: Int = row["zoom_level"], x: Int = row["tile_column"], row_: Int = row["tile_row"]
-                    guard (0...30).contains(z), (0..<(1 << z)).contains(x), (0..<(1 << z)).contains(row_),
+                    let z: Int = row["zoom_level"], x: Int = row["tile_column"], tmsRow: Int = row["tile_row"]
+                    guard (0...30).contains(z), (0..<(1 << z)).contains(x), (0..<(1 << z)).contains(tmsRow),
                           let data = row["tile_data"] as Data? else { continue }
-                    tiles[Address(z: z, x: x, y: (1 << z) - 1 - row_)] = [UInt8](data)
+                    tiles[Address(z: z, x: x, y: (1 << z) - 1 - tmsRow)] = [UInt8](data)
                 }
                 let zooms = tiles.keys.map(\.z)
                 guard let lowest = zooms.min(), let highest = zooms.max() else { throw MBTilesError.empty(path) }
