@@ -185,7 +185,7 @@ public struct RelayServer: Sendable {
             "web-root": "\(root)", "leaflet": "\(assets.hasLeaflet ? web.leafletDirectory ?? "" : "none (own map drawing)")",
             "tiles": "\(web.mapTiles?.urlTemplate ?? "none (no third-party requests)")",
         ])
-        return WebSite(assets: assets, tiles: web.mapTiles)
+        return WebSite(assets: assets, tiles: web.mapTiles, vectorTiles: try VectorTileRoute.load(web.vectorTilesPath, logger: logger))
     }
 
     private func resolveTLS() throws -> (certificate: String, privateKey: String, devCA: String?) {

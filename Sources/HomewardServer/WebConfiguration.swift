@@ -10,6 +10,8 @@ public struct WebConfiguration: Sendable {
     /// A tile server the browser may fetch map images from. Without one the page requests nothing from
     /// anybody but the relay: whom a person follows, and where, is sensitive.
     public var mapTiles: MapTiles?
+    /// An MBTiles file of vector tiles the relay serves itself (`VectorTileRoute`); the page draws them.
+    public var vectorTilesPath: String?
 
     public static let debianLeafletDirectory = "/usr/share/javascript/leaflet"
 

@@ -132,6 +132,11 @@ struct RelayOptions: ParsableArguments {
         "Attribution the tile server's licence requires, shown on the map (with --map-tiles).", valueName: "text"))
     var mapAttribution: String?
 
+    @Option(name: .customLong("map-tiles-mbtiles"), help: ArgumentHelp(
+        "MBTiles file of vector tiles (tilemaker's output for a city; see deploy/README.md) that the relay serves at /tiles/ and the web app draws as streets: a map with no third-party requests. Read whole into memory at start; the relay refuses to start if it is missing, corrupt or not vector tiles.",
+        valueName: "file"))
+    var mapTilesMBTiles: String?
+
     @OptionGroup(title: "Web Push and webhook")
     var push: PushRelayOptions
 
@@ -210,6 +215,7 @@ struct RelayOptions: ParsableArguments {
     private func resolveWeb(_ web: inout WebConfiguration, _ env: EnvironmentReader) throws {
         web.webRoot = try env.value(webRoot, "web-root") ?? WebConfiguration.defaultWebRoot()
         if let directory = try env.value(leafletDir, "leaflet-dir") { web.leafletDirectory = directory }
+        web.vectorTilesPath = try env.value(mapTilesMBTiles, "map-tiles-mbtiles")
         let attribution = try env.value(mapAttribution, "map-attribution")
         if let template = try env.value(mapTiles, "map-tiles") {
             do {

@@ -6,6 +6,7 @@
 // The container's data attributes (data-renderer, data-friends, data-meetings) say what is drawn.
 
 import { h } from './dom.js';
+import { PlainStreets, streetLayer } from './street-tiles.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const EARTH = 6371008.8;
@@ -17,8 +18,8 @@ export class FriendsMapCanvas {
     this.canvas = h('div', { class: 'map-canvas' });
     container.replaceChildren(this.canvas);
     container.classList.add('friends-map');
-    this.renderer = support.leaflet ? new LeafletLayer(this.canvas, support, onSelect, onPick) : new SvgLayer(this.canvas, onSelect, onPick);
-    container.dataset.renderer = support.leaflet ? (support.tiles ? 'leaflet-tiles' : 'leaflet') : 'plain';
+    this.renderer = support.leaflet ? new LeafletLayer(this.canvas, support, onSelect, onPick) : new SvgLayer(this.canvas, onSelect, onPick, support.vectorTiles);
+    container.dataset.renderer = support.leaflet ? (support.tiles ? 'leaflet-tiles' : support.vectorTiles ? 'leaflet-streets' : 'leaflet') : 'plain';
   }
 
   /** friends: [{username, name, position}], meetings: [{meetingId, name, lat, lon}], pick: {lat, lon}|null. */
@@ -45,9 +46,11 @@ class LeafletLayer {
     this.L = L;
     this.onSelect = onSelect;
     // No fade: a friend who stops sharing leaves the map at once, label and all.
-    this.map = L.map(element, { zoomControl: true, attributionControl: Boolean(support.tiles), fadeAnimation: false });
+    this.map = L.map(element, { zoomControl: true, attributionControl: Boolean(support.tiles || support.vectorTiles), fadeAnimation: false });
     if (support.tiles) {
       L.tileLayer(support.tiles.url, { attribution: support.tiles.attribution || '', maxZoom: 19, referrerPolicy: 'no-referrer' }).addTo(this.map);
+    } else if (support.vectorTiles) {
+      streetLayer(L, support.vectorTiles).addTo(this.map);
     } else {
       element.classList.add('no-tiles');
     }
@@ -118,10 +121,11 @@ function svg(tag, attrs = {}, text) {
 
 /** Without Leaflet: SVG dots and labels, fitted to the friends and meeting points shown. */
 class SvgLayer {
-  constructor(element, onSelect, onPick) {
+  constructor(element, onSelect, onPick, vectorTiles) {
     this.element = element;
     this.onSelect = onSelect;
     element.classList.add('plain-map');
+    this.streets = vectorTiles ? new PlainStreets(element, vectorTiles) : null;
     this.root = svg('svg', { class: 'plain-map-svg', role: 'img', 'aria-label': 'map of your friends' });
     element.append(this.root);
     this.view = null;
@@ -153,6 +157,7 @@ class SvgLayer {
       extent = Math.max(extent, Math.abs((p.lon - centre.lon) * rad * EARTH * cos), Math.abs((p.lat - centre.lat) * rad * EARTH));
     }
     const scale = (Math.min(width, height) / 2 - 40) / extent;
+    if (this.streets) this.streets.draw({ width, height, centre, scale });
     const project = (p) => ({
       x: width / 2 + (p.lon - centre.lon) * rad * EARTH * cos * scale,
       y: height / 2 - (p.lat - centre.lat) * rad * EARTH * scale,

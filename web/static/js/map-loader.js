@@ -1,6 +1,6 @@
 // Asks the relay what the map may use (GET /v1/web-config) and loads Leaflet from the relay when it
 // is installed. Nothing here contacts anyone but the relay; tiles come only from a server the
-// operator configured.
+// operator configured, or the relay's own vector tiles (street-tiles.js).
 
 let loaded = null;
 
@@ -10,7 +10,7 @@ export function loadMapSupport() {
 }
 
 async function load() {
-  let config = { leaflet: null, tiles: null };
+  let config = { leaflet: null, tiles: null, vectorTiles: null };
   try {
     const response = await fetch('/v1/web-config', { credentials: 'omit', cache: 'no-store' });
     if (response.ok) config = await response.json();
@@ -26,7 +26,7 @@ async function load() {
       leaflet = null;
     }
   }
-  return { leaflet, tiles: config.tiles };
+  return { leaflet, tiles: config.tiles, vectorTiles: config.vectorTiles || null };
 }
 
 function addScript(src) {

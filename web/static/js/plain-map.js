@@ -1,6 +1,9 @@
-// The map without Leaflet and without tiles: an SVG of the track, the position with its accuracy
+// The map without Leaflet: an SVG of the track, the position with its accuracy
 // circle, the destination and a scale bar, in a local flat projection (metres east and north of the
-// view's centre; exact enough for the few kilometres of a walk home).
+// view's centre; exact enough for the few kilometres of a walk home), over the relay's streets when it
+// serves vector tiles (PlainStreets).
+
+import { PlainStreets } from './street-tiles.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const EARTH = 6371008.8;
@@ -19,9 +22,10 @@ function roundDistance(metres) {
 }
 
 export class PlainMap {
-  constructor(element) {
+  constructor(element, vectorTiles = null) {
     this.element = element;
     element.classList.add('plain-map');
+    this.streets = vectorTiles ? new PlainStreets(element, vectorTiles) : null;
     this.root = svg('svg', { class: 'plain-map-svg', role: 'img', 'aria-label': 'map of the walk' });
     this.destination = svg('circle', { class: 'destination' });
     this.track = svg('polyline', { class: 'track', fill: 'none' });
@@ -61,6 +65,7 @@ export class PlainMap {
       extent = Math.max(extent, Math.abs(m.x) + radius, Math.abs(m.y) + radius);
     }
     const scale = (Math.min(width, height) / 2 - 24) / extent; // pixels per metre
+    if (this.streets) this.streets.draw({ width, height, centre, scale });
     const toScreen = (p) => {
       const m = project(p);
       return { x: width / 2 + m.x * scale, y: height / 2 - m.y * scale };

@@ -1,13 +1,14 @@
 // The map of one walk: the latest position with its accuracy circle, the track so far and the
-// destination. Drawn with Leaflet when the relay serves it (with tiles when the operator configured a
-// tile server, else on a plain background), otherwise by PlainMap, an SVG drawing of the same things
-// with a scale bar. Either way the map follows the walker until the user pans it, and a
-// "Follow" button brings that back.
+// destination. Drawn with Leaflet when the relay serves it (over a tile server's images when the
+// operator configured one, or streets drawn from the relay's own vector tiles by street-tiles.js, else
+// a plain background), otherwise by PlainMap, an SVG drawing of the same things with a scale bar.
+// Either way the map follows the walker until the user pans it, and a "Follow" button brings that back.
 //
 // The container's data attributes (data-lat, data-lon, data-track-points, data-renderer) say what
 // is drawn, for assistive tooling and the browser tests.
 
 import { h } from './dom.js';
+import { streetLayer } from './street-tiles.js';
 import { PlainMap } from './plain-map.js';
 
 export class WalkMap {
@@ -22,8 +23,8 @@ export class WalkMap {
     container.replaceChildren(this.canvas, this.followButton);
     container.classList.add('walk-map');
     if (support.leaflet) this.renderer = new LeafletRenderer(this.canvas, support, () => this.userPanned());
-    else this.renderer = new PlainMap(this.canvas);
-    container.dataset.renderer = support.leaflet ? (support.tiles ? 'leaflet-tiles' : 'leaflet') : 'plain';
+    else this.renderer = new PlainMap(this.canvas, support.vectorTiles);
+    container.dataset.renderer = support.leaflet ? (support.tiles ? 'leaflet-tiles' : support.vectorTiles ? 'leaflet-streets' : 'leaflet') : 'plain';
     this.updateData();
   }
 
@@ -87,10 +88,12 @@ class LeafletRenderer {
   constructor(element, support, onPan) {
     const L = support.leaflet;
     this.L = L;
-    this.map = L.map(element, { zoomControl: true, attributionControl: Boolean(support.tiles) });
+    this.map = L.map(element, { zoomControl: true, attributionControl: Boolean(support.tiles || support.vectorTiles) });
     if (support.tiles) {
       L.tileLayer(support.tiles.url, { attribution: support.tiles.attribution || '', maxZoom: 19, referrerPolicy: 'no-referrer' })
         .addTo(this.map);
+    } else if (support.vectorTiles) {
+      streetLayer(L, support.vectorTiles).addTo(this.map);
     } else {
       element.classList.add('no-tiles');
     }
