@@ -48,7 +48,11 @@ final class UnstoredPushSenderTests: XCTestCase {
         await sender.deliver([entry("o_1", kind: .webhook), entry("o_2", kind: .webhook)])
         XCTAssertEqual(transport.sent.map(\.url.lastPathComponent), ["o_1", "o_2"], "a refused call is not tried again")
         let first = try XCTUnwrap(transport.sent.first)
-        XCTAssertEqual(first.header(WebhookSignature.headerName), WebhookSignature.value(body: first.body, secret: "s3cret"))
+        XCTAssertEqual(first.header(WebhookSignature.deliveryHeaderName), "o_1")
+        // Signed with the time of the attempt (read back from the header) and the delivery id.
+        let signature = try XCTUnwrap(first.header(WebhookSignature.headerName))
+        let time = try XCTUnwrap(signature.split(separator: ",").first { $0.hasPrefix("t=") }.flatMap { Int64($0.dropFirst(2)) })
+        XCTAssertEqual(signature, WebhookSignature.value(body: first.body, secret: "s3cret", timestamp: time, deliveryId: "o_1"))
     }
 
     func testAPushStillFailingPastItsMaxAgeIsDropped() async throws {

@@ -37,7 +37,8 @@ final class AlarmSpoolTests: XCTestCase {
             }
             for friend in users.dropFirst() { changes.append(.addFriendship("alice", friend, at: clock.now)) }
             changes.append(.savePushSubscription(PushSubscription(id: "p_carol", username: "carol", endpoint: "https://push.example/carol",
-                                                                  p256dh: "key", auth: "auth", createdAt: clock.now)))
+                                                                  p256dh: "key", auth: "auth", createdAt: clock.now,
+                                                                  tokenHash: Token.hash(tokens["carol"] ?? ""))))
             try await sqlite.apply(changes)
             let store = InstrumentedStore(sqlite)
             let relay = try await Self.makeRelay(store: store, spoolPath: directory.appendingPathComponent("alarm-spool.jsonl").path,
