@@ -124,7 +124,14 @@ final class ClusterFaultTests: ClusterTestCase {
         try await waitUntilFiringTimers(b)
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
         addTeardownBlock { a.stop() }
+        let (walker, alice, token, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
+        return (a, b, walker, alice, token, bob, id)
+    }
 
+    /// Alice registers on node a (a process) and walks, bob on node b follows her; her last position is 57.0, 11.0.
+    private func aliceWalks(on a: RelayProcess, followedByBobOn b: TestRelay) async throws
+        -> (walker: TestClient, alice: String, token: String, bob: TestUser, session: String)
+    {
         let walker = try await a.connect(label: "alice")
         let alice = TestRelay.uniqueUsername("alice")
         let registered = try await walker.ok("register", ["username": .string(alice), "password": "correct horse battery"])
@@ -139,8 +146,8 @@ final class ClusterFaultTests: ClusterTestCase {
         try await bob.client.ok("session.accept", ["sessionId": .string(id)])
         try await walker.event("session.accepted")
         try await walker.send(["type": "pos", "lat": 57.0, "lon": 11.0])
-        try await bob.client.event("pos")
-        return (a, b, walker, alice, token, bob, id)
+        try await bob.client.event("pos", where: { $0["lat"] == 57.0 })
+        return (walker, alice, token, bob, id)
     }
 
     /// Node a is killed and alice does not come back: node b counts her offline once node a has been
@@ -181,20 +188,7 @@ final class ClusterFaultTests: ClusterTestCase {
         let b = try await startNode("node-b", of: cluster) { $0.safety.lostContactGrace = 2000 }
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
         addTeardownBlock { a.stop() }
-        let walker = try await a.connect(label: "alice")
-        let alice = TestRelay.uniqueUsername("alice")
-        try await walker.ok("register", ["username": .string(alice), "password": "correct horse battery"])
-        let bob = try await b.user("bob")
-        try await walker.ok("friend.request", ["username": .string(bob.username)])
-        try await bob.client.event("friend.request")
-        try await bob.client.ok("friend.accept", ["username": .string(alice)])
-        let start = try await walker.ok("session.start", ["invite": [.string(bob.username)]])
-        let id = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
-        try await bob.client.event("session.invite")
-        try await bob.client.ok("session.accept", ["sessionId": .string(id)])
-        try await walker.event("session.accepted")
-        try await walker.send(["type": "pos", "lat": 57.0, "lon": 11.0])
-        try await bob.client.event("pos", where: { $0["lat"] == 57.0 })
+        let (walker, alice, _, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
         try await eventually(within: 2, "node a's digest to bring alice's position to node c") {
             try c.running.relay.presence.lastPosition(alice)?.lat == 57.0
         }

@@ -38,7 +38,7 @@ final class PostgresShutdownTests: ClusterTestCase {
         config.relayLimits.registrationsPerAddress = 0
         config.dataDirectory = directory
         config.store = .postgres(location)
-        let log = LineRecorder()
+        let log = LogRecorder()
         let (started, relayStarted) = AsyncStream<RunningRelay>.makeStream()
         let group = ServiceGroup(configuration: .init(
             services: [RelayService(server: RelayServer(configuration: config, logger: log.logger), started: relayStarted)],
@@ -62,7 +62,7 @@ final class PostgresShutdownTests: ClusterTestCase {
         await group.triggerGracefulShutdown()
         try await withTimeout(30, "the relay to stop") { try await serving.value }
 
-        let problems = log.all.filter { $0.hasPrefix("error") || $0.hasPrefix("critical") || $0.contains("last-seen") }
+        let problems = log.lines(at: .error) + log.lines(at: .warning).filter { $0.contains("last-seen") }
         XCTAssertEqual(problems, [], "a clean stop")
         let store = try await PostgresStore.open(location)
         let stored = try await store.load()

@@ -18,7 +18,7 @@ final class WriteContentionTests: XCTestCase {
         }
     }
 
-    private func contention(clock: ManualClock, metrics: RecordingMetrics, log: LineRecorder,
+    private func contention(clock: ManualClock, metrics: RecordingMetrics, log: LogRecorder,
                             scheduled: ScheduledWork) -> WriteContention {
         WriteContention(metrics: metrics, logger: log.logger, clock: clock.function) { _, work in scheduled.add(work) }
     }
@@ -30,26 +30,26 @@ final class WriteContentionTests: XCTestCase {
     func testTheFirstRefusalWarnsAtOnceAndTheRestOfTheIntervalInOneLineWhenItEnds() throws {
         let clock = ManualClock()
         let metrics = RecordingMetrics()
-        let log = LineRecorder()
+        let log = LogRecorder()
         let scheduled = ScheduledWork()
         let contention = contention(clock: clock, metrics: metrics, log: log, scheduled: scheduled)
 
         contention.record(Self.refused(1, retries: 1))
-        XCTAssertEqual(log.warnings.count, 1, "the first refusal after a quiet time is told at once")
-        XCTAssertTrue(log.warnings[0].contains("refused=1"), log.warnings[0])
+        XCTAssertEqual(log.lines(at: .warning).count, 1, "the first refusal after a quiet time is told at once")
+        XCTAssertTrue(log.lines(at: .warning)[0].contains("refused=1"), log.lines(at: .warning)[0])
 
         for _ in 0..<40 {
             clock.advance(by: 100)
             contention.record(Self.refused(2, retries: 2, ms: 30))
         }
         contention.record(Self.refused(3, retries: 2, gaveUp: true, ms: 5000))
-        XCTAssertEqual(log.warnings.count, 1, "no more than one line per interval")
+        XCTAssertEqual(log.lines(at: .warning).count, 1, "no more than one line per interval")
         XCTAssertEqual(scheduled.count, 1, "one summary is due at the interval's end")
 
         clock.advance(by: WriteContention.reportInterval)
         scheduled.runAll()
-        XCTAssertEqual(log.warnings.count, 2)
-        let summary = log.warnings[1]
+        XCTAssertEqual(log.lines(at: .warning).count, 2)
+        let summary = log.lines(at: .warning)[1]
         for expected in ["refused=83", "requests=41", "retries=82", "given-up=1", "slowest-ms=5000"] {
             XCTAssertTrue(summary.contains(expected), "\(expected) in: \(summary)")
         }
@@ -63,11 +63,11 @@ final class WriteContentionTests: XCTestCase {
     func testNoRefusalNoWarningAndNoMetric() {
         let clock = ManualClock()
         let metrics = RecordingMetrics()
-        let log = LineRecorder()
+        let log = LogRecorder()
         let scheduled = ScheduledWork()
         let contention = contention(clock: clock, metrics: metrics, log: log, scheduled: scheduled)
         contention.record(Self.refused(0, retries: 0))
-        XCTAssertEqual(log.warnings, [])
+        XCTAssertEqual(log.lines(at: .warning), [])
         XCTAssertEqual(metrics.counter("homeward_write_conflicts_total"), 0)
     }
 
@@ -76,7 +76,7 @@ final class WriteContentionTests: XCTestCase {
         let bus = RecordingBus()
         let counting = Mutex<CountingStore?>(nil)
         let metrics = RecordingMetrics()
-        let log = LineRecorder()
+        let log = LogRecorder()
         let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
                                               wrapStore: { store in
                                                   let wrapped = CountingStore(store, checksWrites: true)
@@ -101,40 +101,8 @@ final class WriteContentionTests: XCTestCase {
         XCTAssertEqual(metrics.counter("homeward_write_retries_total"), 1)
         XCTAssertEqual(metrics.counter("homeward_write_conflicts_unresolved_total"), 0)
         XCTAssertEqual(metrics.timerCount("homeward_write_redecide_seconds"), 1)
-        XCTAssertEqual(log.warnings.count, 1, "\(log.warnings)")
-        XCTAssertTrue(log.warnings.first?.contains("another relay wrote first") == true, "\(log.warnings)")
-    }
-}
-
-/// Every line a logger writes at warning or above, with its metadata.
-final class LineRecorder: Sendable {
-    private let lines = Mutex<[(Logger.Level, String)]>([])
-
-    var logger: Logger {
-        var logger = Logger(label: "homeward.test") { _ in Handler(recorder: self) }
-        logger.logLevel = .debug
-        return logger
-    }
-
-    var warnings: [String] { lines.withLock { $0.filter { $0.0 >= .warning }.map(\.1) } }
-    var all: [String] { lines.withLock { $0.map { "\($0.0): \($0.1)" } } }
-
-    private struct Handler: LogHandler {
-        let recorder: LineRecorder
-        var metadata: Logger.Metadata = [:]
-        var metadataProvider: Logger.MetadataProvider?
-        var logLevel: Logger.Level = .debug
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:]) { $1 }
-            let text = "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            recorder.lines.withLock { $0.append((event.level, text)) }
-        }
+        XCTAssertEqual(log.lines(at: .warning).count, 1, "\(log.lines(at: .warning))")
+        XCTAssertTrue(log.lines(at: .warning).first?.contains("another relay wrote first") == true, "\(log.lines(at: .warning))")
     }
 }
 
