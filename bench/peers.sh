@@ -9,7 +9,8 @@
 # Ports: nats-server WebSocket over TLS 127.0.0.1:18444 (plain client port 127.0.0.1:14222, unused by
 # the benchmark), mosquitto MQTT over TLS 127.0.0.1:18883. Pids go to DIR/nats.pid, DIR/mosquitto.pid.
 # "cluster" is what the homeward-cluster relays share: PostgreSQL on 127.0.0.1:15432 (database
-# homeward, user postgres, no password; initdb as the postgres user) and a second, plain nats-server
+# homeward for the homeward-cluster relays and homeward_one for homeward-pg, user postgres, no password;
+# initdb as the postgres user) and a second, plain nats-server
 # as their bus on 127.0.0.1:14223 (DIR/bus.pid).
 set -euo pipefail
 
@@ -138,7 +139,10 @@ EOF
       "${as_postgres[@]}" "$pgbin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/postgres.log" -w -t 60 start \
         -o "-h 127.0.0.1 -p $PG_PORT -k $dir/pg -c max_connections=200" >>"$dir/pg.log" 2>&1 ||
         { cat "$dir/pg.log" "$dir/pg/postgres.log" >&2; exit 1; }
-      "$pgbin/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE homeward" >>"$dir/pg.log" 2>&1 || true
+      # homeward: the three relays of homeward-cluster; homeward_one: the single relay of homeward-pg.
+      for database in homeward homeward_one; do
+        "$pgbin/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "CREATE DATABASE $database" >>"$dir/pg.log" 2>&1 || true
+      done
       ;;
     esac
   done

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 
 /// Starts the brokers a run needs and stops them afterwards.
 ///
@@ -20,8 +22,15 @@ public final class BenchRun: @unchecked Sendable {
         /// Ports of the homeward-cluster relays; walkers go to the first, observers to the others.
         public var clusterPorts = [18445, 18446, 18447]
         /// What bench/peers.sh gives the cluster (its PG_PORT and BUS_PORT defaults).
-        public var clusterStore = "postgres://postgres@127.0.0.1:15432/homeward?sslmode=disable"
         public var clusterBus = "nats://127.0.0.1:14223"
+        /// PostgreSQL's port (bench/peers.sh's PG_PORT), and the port of `homeward-pg`: one relay on PostgreSQL,
+        /// on a database of its own (`homeward_one`).
+        public var postgresPort = 15432
+        public var postgresRelayPort = 18448
+        /// When set, the relays reach PostgreSQL through a `DelayProxy` on `postgresProxyPort` that adds this
+        /// much each way.
+        public var postgresDelay: TimeAmount?
+        public var postgresProxyPort = 15433
         public init() {}
     }
 
@@ -30,6 +39,9 @@ public final class BenchRun: @unchecked Sendable {
     public private(set) var drivers: [any BrokerDriver] = []
     private var homewards: [HomewardDriver] = []
     private var peersDirectory: String?
+    /// Between the relays and PostgreSQL, with `postgresDelay`; on an event loop of its own.
+    public private(set) var postgresProxy: DelayProxy?
+    private var proxyGroup: MultiThreadedEventLoopGroup?
 
     public init(_ options: Options) throws {
         self.options = options
@@ -50,15 +62,36 @@ public final class BenchRun: @unchecked Sendable {
     }
 
     public func start() async throws {
-        let peers = options.brokers.filter { $0 != "homeward" }.map { $0 == "homeward-cluster" ? "cluster" : $0 }
+        let peers = Array(Set(options.brokers.filter { $0 != "homeward" }
+            .map { $0 == "homeward-cluster" || $0 == "homeward-pg" ? "cluster" : $0 })).sorted()
         if !peers.isEmpty {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-peers-\(getpid())").path
             peersDirectory = directory
             log("starting \(peers.joined(separator: ", ")) with \(options.peersScript)")
             _ = try runScript(options.peersScript, ["start", directory] + peers)
         }
+        var postgresPort = options.postgresPort
+        if let delay = options.postgresDelay, peers.contains("cluster") {
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            proxyGroup = group
+            let proxy = try await DelayProxy.start(group: group, port: options.postgresProxyPort, target: options.postgresPort, delay: delay)
+            postgresProxy = proxy
+            postgresPort = proxy.port
+            log("PostgreSQL through a proxy on 127.0.0.1:\(proxy.port), \(delay.nanoseconds / 1000) µs each way")
+        }
+        func store(_ database: String) -> String {
+            "postgres://postgres@127.0.0.1:\(postgresPort)/\(database)?sslmode=disable"
+        }
         for name in options.brokers {
             switch name {
+            case "homeward-pg":
+                let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
+                                                nodes: [(port: options.postgresRelayPort,
+                                                         arguments: ["--store", store("homeward_one")] + options.relayArguments)])
+                driver.helpers = [("PostgreSQL", readPID("pg/data/postmaster"))].compactMap { name, pid in pid.map { (name: name, pid: $0) } }
+                homewards.append(driver)
+                try await driver.waitUntilReady()
+                drivers.append(driver)
             case "homeward":
                 let driver = try HomewardDriver(env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
                                                 port: options.homewardPort, extraArguments: options.relayArguments)
@@ -67,7 +100,7 @@ public final class BenchRun: @unchecked Sendable {
                 drivers.append(driver)
             case "homeward-cluster":
                 let nodes = options.clusterPorts.enumerated().map { index, port in
-                    (port: port, arguments: ["--store", options.clusterStore, "--bus", options.clusterBus,
+                    (port: port, arguments: ["--store", store("homeward"), "--bus", options.clusterBus,
                                              "--node-id", "n\(index + 1)"] + options.relayArguments)
                 }
                 let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
@@ -84,7 +117,7 @@ public final class BenchRun: @unchecked Sendable {
                 try await waitForPort(env, port: options.mosquittoPort, timeout: 30)
                 drivers.append(MQTTDriver(env: env, port: options.mosquittoPort, pid: readPID("mosquitto")))
             default:
-                throw BenchError.failed("unknown broker \(name); use homeward, homeward-cluster, nats, mosquitto or all")
+                throw BenchError.failed("unknown broker \(name); use homeward, homeward-pg, homeward-cluster, nats, mosquitto or all")
             }
         }
         log("brokers up: \(drivers.map { "\($0.name) (pid \($0.pid.map(String.init) ?? "?"))" }.joined(separator: ", "))")
@@ -99,6 +132,11 @@ public final class BenchRun: @unchecked Sendable {
 
     public func stop() {
         for driver in homewards { driver.stop() }
+        if let proxyGroup {
+            try? proxyGroup.syncShutdownGracefully()
+            self.proxyGroup = nil
+            postgresProxy = nil
+        }
         if let directory = peersDirectory {
             _ = try? runScript(options.peersScript, ["stop", directory])
             try? FileManager.default.removeItem(atPath: directory)

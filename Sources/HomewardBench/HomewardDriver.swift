@@ -9,7 +9,7 @@ import Synchronization
 final class HomewardLink: ByteReceiver, @unchecked Sendable {
     // Confined to the socket's event loop.
     private let ids = Atomic<Int>(0)
-    private var pending: [Int64: CheckedContinuation<JSONValue, any Error>] = [:]
+    private var pending: [Int64: CheckedContinuation<JSONValue, Never>] = [:]
     var onPosition: (@Sendable (ByteBuffer) -> Void)?
     var onAlarm: (@Sendable () -> Void)?
     private(set) var socket: BenchSocket!
@@ -36,17 +36,18 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
         }
         guard let reply = try? JSONParser.parse(buffer.readableBytesView), case .int(let re)? = reply["re"],
               let waiter = pending.removeValue(forKey: re) else { return }
-        if reply.string("type") == "ok" {
-            waiter.resume(returning: reply)
-        } else {
-            waiter.resume(throwing: BenchError.failed("homeward: \(reply.string("code") ?? "?"): \(reply.string("message") ?? "")"))
-        }
+        waiter.resume(returning: reply)
     }
 
     func closed() {
         let waiters = pending
         pending = [:]
-        for waiter in waiters.values { waiter.resume(throwing: BenchError.failed("homeward: connection closed")) }
+        for waiter in waiters.values { waiter.resume(returning: Self.failure("closed")) }
+    }
+
+    /// A reply the relay did not send: the request was not answered (`code` says why).
+    static func failure(_ code: String) -> JSONValue {
+        .object([("type", .string("error")), ("code", .string(code))])
     }
 
     static func hasPrefix(_ buffer: ByteBuffer, _ prefix: [UInt8]) -> Bool {
@@ -60,13 +61,26 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
     /// Sends `request` with a new id and waits for the `ok` reply.
     @discardableResult
     func request(_ request: Request) async throws -> JSONValue {
+        let reply = await exchange(request)
+        guard reply.string("type") == "ok" else {
+            throw BenchError.failed("homeward: \(reply.string("code") ?? "?"): \(reply.string("message") ?? "")")
+        }
+        return reply
+    }
+
+    /// Sends `request` with a new id and returns its reply, `ok` or `error`; after `timeout` seconds without
+    /// one, an error with code `timeout` (a reply that comes later is dropped).
+    func exchange(_ request: Request, timeout: Double = 60) async -> JSONValue {
         let loop = socket.eventLoop
         let id = Int64(ids.wrappingAdd(1, ordering: .relaxed).newValue)
         let bytes = JSONWriter.encode(request.json(id: .int(id)))
-        return try await withCheckedThrowingContinuation { continuation in
+        return await withCheckedContinuation { continuation in
             loop.execute {
                 self.pending[id] = continuation
                 self.socket.send(bytes)
+                loop.scheduleTask(in: .milliseconds(Int64(timeout * 1000))) {
+                    self.pending.removeValue(forKey: id)?.resume(returning: Self.failure("timeout"))
+                }
             }
         }
     }
@@ -109,6 +123,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     public let name: String
     let env: BenchEnvironment
     let nodes: [Node]
+    public var nodeCount: Int { nodes.count }
     /// The first relay: idle connections, storms and alarm owners go there.
     public var port: Int { nodes[0].port }
     public var pid: Int32? { nodes[0].process.pid }

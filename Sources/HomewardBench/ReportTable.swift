@@ -60,6 +60,10 @@ public struct BenchReport: Sendable {
     public var idle: [IdleResult] = []
     public var storm: [StormResult] = []
     public var alarm: [AlarmResult] = []
+    public var writes: [WritesResult] = []
+    public var writesConfig = WritesConfig()
+    /// The delay the PostgreSQL proxy added each way during the writes, milliseconds.
+    public var writesDelayMs = 0.0
     public var command: String
     public let machine = SystemInfo.machine()
     public let date = ISO8601DateFormatter().string(from: Date())
@@ -174,6 +178,7 @@ public struct BenchReport: Sendable {
     public var markdown: String {
         var text = "Run \(date) on \(machine).\n\nCommand: `\(command)`\n\nRatios are homeward divided by the peer, from this same run.\n\n"
         for table in tables { text += table.markdown + "\n" }
+        if !writes.isEmpty { text += WritesResult.table(writes, config: writesConfig, delayMs: writesDelayMs) + "\n" }
         text += rampMarkdown
         return text
     }
@@ -182,6 +187,7 @@ public struct BenchReport: Sendable {
         let object: [String: Any] = [
             "date": date, "machine": machine, "command": command, "brokers": brokers,
             "fanout": fanout.map(\.json), "idle": idle.map(\.json), "storm": storm.map(\.json), "alarm": alarm.map(\.json),
+            "writes": writes.map(\.json),
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)

@@ -26,6 +26,10 @@ public final class PresenceTable: PresenceView, Sendable {
         var remoteNodes: Set<String> = []
         var lastSeen: Int64?
         var lastPosition: Position?
+        /// The last position of this user (connected to another relay) that this relay delivered and that no
+        /// pause restricted, as that relay encoded it: read (`lastPosition`) only when someone asks, such as
+        /// `session.lost` when that relay dies, so the hot path only keeps a reference.
+        var deliveredRemotely: EncodedMessage?
         /// Users who receive this user's positions (pauses applied).
         var audience: Set<String> = []
         /// `audience` with pauses ignored (a superset of it): whom positions of this user from another
@@ -248,9 +252,24 @@ public final class PresenceTable: PresenceView, Sendable {
     public func remoteAudience(of username: String, restriction: PositionRestriction? = nil) -> [any ClientSink] {
         read(username) { entry in
             guard let entry else { return [] }
-            guard let restriction else { return entry.reachSinks }
-            return zip(entry.reachNames, entry.reachSinks).filter { !restriction.hides($0.0) }.map(\.1)
+            return Self.remoteSinks(entry, restriction: restriction)
         }
+    }
+
+    /// `remoteAudience`, and keeps `message` as `username`'s last position when no pause restricts it (one
+    /// hidden from anyone is never kept: it could not be shown to everyone watching). Still one lock.
+    public func deliverRemote(_ message: EncodedMessage, of username: String,
+                              restriction: PositionRestriction?) -> [any ClientSink] {
+        shard(of: username).entries.withLock { entries in
+            guard entries[username] != nil else { return [] }
+            if entries[username]!.sinks.isEmpty { entries[username]!.deliveredRemotely = restriction == nil ? message : nil }
+            return Self.remoteSinks(entries[username]!, restriction: restriction)
+        }
+    }
+
+    private static func remoteSinks(_ entry: Entry, restriction: PositionRestriction?) -> [any ClientSink] {
+        guard let restriction else { return entry.reachSinks }
+        return zip(entry.reachNames, entry.reachSinks).filter { !restriction.hides($0.0) }.map(\.1)
     }
 
     /// Answers another relay asking for `username`'s last position on behalf of `askers`: nil when they are
@@ -316,7 +335,13 @@ public final class PresenceTable: PresenceView, Sendable {
         read(username) { $0?.lastSeen }
     }
 
+    /// The newest of the user's position here, the one their relay's digest or answer gave, and the last one
+    /// delivered here from their relay.
     public func lastPosition(_ username: String) -> Position? {
-        read(username) { $0?.lastPosition }
+        let (known, delivered) = read(username) { ($0?.lastPosition, $0?.deliveredRemotely) }
+        guard let delivered, let event = try? JSONParser.parse(delivered.bytes.readableBytesView),
+              let position = try? Position(from: event, now: 0) else { return known }
+        guard let known else { return position }
+        return position.ts > known.ts ? position : known
     }
 }

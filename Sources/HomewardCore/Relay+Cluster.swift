@@ -18,7 +18,7 @@ extension Relay: BusReceiver {
     /// made there, while this relay's cache may not have a pause yet, or still have one that just ended.
     /// Runs on the bus's thread; one lock (the walker's shard), the message encoded by the walker's relay.
     public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
-        for sink in presence.remoteAudience(of: walker, restriction: restriction) { sink.send(message) }
+        for sink in presence.deliverRemote(message, of: walker, restriction: restriction) { sink.send(message) }
     }
 
     public nonisolated func remoteChanges(_ notice: ChangeNotice) {
@@ -128,7 +128,8 @@ extension Relay: BusReceiver {
         await syncInterest()
         let catchUps = await standingSharePositions(startedIn: notices)
         for notice in notices {
-            for event in notice.events {
+            for var event in notice.events {
+                event.message = withLastPositionDeliveredHere(event.message)
                 // Friends now, even if they parted again before this reload: the pair's cooldown ends.
                 if event.message["type"] == "friend.added", let friend = event.message["user"]?["username"]?.stringValue {
                     for username in event.recipients { state.forgetRequestNotices(username, friend) }
@@ -145,6 +146,18 @@ extension Relay: BusReceiver {
         for (message, recipients) in catchUps {
             for username in recipients { deliver(message, to: username) }
         }
+    }
+
+    /// A `session.lost` decided on another relay (the one firing the timers) carries the last position that
+    /// relay knew, which may be none or a second old when the walker's relay died (it heard of them only
+    /// through digests). This relay may have delivered a newer one to its observers just before: they get
+    /// that one. Only a position no pause restricted is kept here, and none is shown while the walker has
+    /// any pause, as the rules decide for every `session.lost` (`RelayState.visibleLastPosition`).
+    func withLastPositionDeliveredHere(_ message: JSONValue) -> JSONValue {
+        guard message["type"] == "session.lost", case .sessionLost(let id, let told, let since)? = Event(json: message),
+              let owner = state.sessions[id]?.owner, !state.hasPauses(owner),
+              let delivered = presence.lastPosition(owner), told.map({ delivered.ts > $0.ts }) ?? true else { return message }
+        return Event.sessionLost(sessionId: id, lastPosition: delivered, since: since).json
     }
 
     /// A standing share started on the walker's relay reaches this relay only with its notice, and the

@@ -86,6 +86,8 @@ public actor Relay {
     private var unsavedLastSeen: [String: Int64] = [:]
     /// Set when a write failed and storage could not be read back either; see `reloadFromStore`.
     var unstored = false
+    /// Set by `close`: the store is about to close, nothing touches it any more.
+    private var closed = false
     /// When the cache was last read from storage (or a read was tried).
     var lastReadBack: Int64 = 0
     /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
@@ -107,6 +109,8 @@ public actor Relay {
     /// How often the cache was read whole from the store, and how many other relays' commits it applied instead.
     let reloads: Counter
     let appliedCommits: Counter
+    /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
+    let contention: WriteContention
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
@@ -122,6 +126,7 @@ public actor Relay {
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
+        contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
         self.push = push
@@ -223,6 +228,14 @@ public actor Relay {
         await withCheckedContinuation { submit(.drain($0)) }
     }
 
+    /// The relay's last operation before its store closes: waits for every operation submitted so far, stores
+    /// the last-seen times of those who left and of those still connected (they leave with the relay), and from
+    /// then on touches the store no more: requests are refused, timers, notices and later disconnects store
+    /// nothing. A store closed after this sees no write or read come late.
+    public nonisolated func close() async {
+        await withCheckedContinuation { submit(.close($0)) }
+    }
+
     // MARK: Mailbox
 
     /// One operation waiting its turn.
@@ -238,6 +251,7 @@ public actor Relay {
         case fireDue(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
+        case close(CheckedContinuation<Void, Never>)
         /// Other relays committed changes (`Mailbox.remoteNotices`): apply them (or reload), then deliver.
         case refresh
         /// The oldest held notice's wait is over (`Relay+Deltas`).
@@ -314,6 +328,7 @@ public actor Relay {
     }
 
     private func handle(_ command: Command) async {
+        if closed { return refuseWhenClosed(command) }
         switch command {
         case .serve(let request, let auth, let peer, let sink, let done):
             // Alarm spool: an alarm operation goes on while the store is down, with no read-back first (`Relay+Spool`).
@@ -346,6 +361,15 @@ public actor Relay {
         case .drain(let continuation):
             await saveLastSeen()
             continuation.resume()
+        case .close(let continuation):
+            let now = clock()
+            for username in presence.localUsers() where !ShareLink.isViewerKey(username) { unsavedLastSeen[username] = now }
+            await saveLastSeen()
+            closed = true
+            timer?.cancel()
+            timer = nil
+            timerDeadline = nil
+            continuation.resume()
         case .refresh:
             await handleRemoteNotices(takeRemoteNotices())
         case .checkHeldNotices:
@@ -365,6 +389,22 @@ public actor Relay {
         case .stopBus(let continuation):
             await stopBusInTurn()
             continuation.resume()
+        }
+    }
+
+    /// After `close`: nothing reaches the store; whoever waits is answered.
+    private func refuseWhenClosed(_ command: Command) {
+        switch command {
+        case .serve(_, _, _, _, let done), .passwordChecked(_, _, _, _, let done), .pushChecked(_, _, let done):
+            done(.failure(.storage("the relay is shutting down; try again")))
+        case .disconnect(let username, let sink):
+            if ShareLink.isViewerKey(username) { presence.detachViewer(username, sink) } else { _ = presence.detach(username, sink, now: clock()) }
+        case .fireDue(let continuation):
+            continuation?.resume()
+        case .drain(let continuation), .close(let continuation), .stopBus(let continuation):
+            continuation.resume()
+        default:
+            break
         }
     }
 
@@ -861,6 +901,14 @@ public actor Relay {
         guard busIsShared else { return try await attempt() }
         var attempts = 1
         let giveUp = ContinuousClock.now + Self.writeRetryTime
+        var refused: (count: Int, first: ContinuousClock.Instant)?
+        var gaveUp = false
+        defer {
+            if let refused {
+                contention.record(WriteContention.Attempt(refusals: refused.count, retries: attempts - 1, gaveUp: gaveUp,
+                                                          deciding: ContinuousClock.now - refused.first))
+            }
+        }
         while true {
             let before = state
             cacheBehind = nil
@@ -868,10 +916,14 @@ public actor Relay {
                 return try await attempt()
             } catch {
                 guard let current = cacheBehind else { throw error }
+                refused = (count: (refused?.count ?? 0) + 1, first: refused?.first ?? ContinuousClock.now)
                 cacheBehind = nil
                 state = before
                 let caughtUp = await catchUp(to: current)
-                guard caughtUp, attempts < Self.writeAttempts, ContinuousClock.now < giveUp else { throw error }
+                guard caughtUp, attempts < Self.writeAttempts, ContinuousClock.now < giveUp else {
+                    gaveUp = true
+                    throw error
+                }
                 attempts += 1
             }
         }

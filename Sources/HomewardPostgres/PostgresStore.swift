@@ -41,7 +41,10 @@ public final class PostgresStore: RelayStore {
         self.logger = logger
         let client = PostgresClient(configuration: Self.configuration(location, timeouts), backgroundLogger: logger)
         self.client = client
-        self.pool = Task { await client.run() }
+        // Detached, so that it inherits nothing from its caller: `PostgresClient.run()` ends at once when the task
+        // it runs in sees a graceful shutdown (ServiceLifecycle's, which SIGTERM triggers in `homeward-relay`), and
+        // the pool would close before the relay's last writes. Its life is this store's, `open` to `close`.
+        self.pool = Task.detached { await client.run() }
     }
 
     /// Connects to the database at `location` and brings its schema up to date, then starts the pool.

@@ -258,6 +258,8 @@ public final class RunningRelay: Sendable {
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
         await relay.drain()
         await leaveCluster()
+        // Whatever was queued meanwhile (a disconnect, a notice, a timer) finishes before the store closes.
+        await relay.close()
         await closeStore()
         try? await group.shutdownGracefully()
         logger.info("stopped")

@@ -1,21 +1,22 @@
 import ArgumentParser
 import Foundation
 import HomewardBench
+import NIOCore
 
 @main
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "homeward-bench",
-        abstract: "Fan-out, idle-capacity, connect-storm and alarm benchmarks: Homeward side by side with nats-server and mosquitto.",
+        abstract: "Fan-out, idle-capacity, connect-storm and alarm benchmarks: Homeward side by side with nats-server and mosquitto; writes: Homeward on SQLite, PostgreSQL and three relays.",
         discussion: """
             Build first: swift build -c release --product homeward-relay && swift build -c release --product homeward-bench
             Peers (nats-server, mosquitto) are installed if missing and started by bench/peers.sh, on loopback, with TLS.
             """,
-        subcommands: [Fanout.self, Idle.self, Storm.self, Alarm.self, All.self, Smoke.self, Codec.self])
+        subcommands: [Fanout.self, Idle.self, Storm.self, Alarm.self, Writes.self, All.self, Smoke.self, Codec.self])
 }
 
 struct CommonOptions: ParsableArguments {
-    @Option(help: "homeward, homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto), or a comma-separated list.")
+    @Option(help: "homeward, homeward-pg (one relay on PostgreSQL), homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto; for writes: the three homeward ones), or a comma-separated list.")
     var broker = "all"
 
     @Flag(help: "Print the report as JSON instead of Markdown tables.")
@@ -65,8 +66,10 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// Starts the brokers, runs `body`, stops the brokers, prints the report.
-    func run(brokers override: [String]? = nil, _ body: (BenchRun, inout BenchReport) async throws -> Void) async throws {
-        let options = try runOptions(brokers: override)
+    func run(brokers override: [String]? = nil, postgresDelay: TimeAmount? = nil,
+             _ body: (BenchRun, inout BenchReport) async throws -> Void) async throws {
+        var options = try runOptions(brokers: override)
+        options.postgresDelay = postgresDelay
         let run = try BenchRun(options)
         var report = BenchReport(brokers: options.brokers, command: CommandLine.arguments.joined(separator: " "))
         do {
@@ -115,6 +118,25 @@ struct FanoutOptions: ParsableArguments {
         config.observers = observers
         config.rates = try parseList(rates)
         config.stepSeconds = stepSeconds
+        return config
+    }
+}
+
+struct WritesOptions: ParsableArguments {
+    @Option(help: "Disjoint pairs of friends; each user writes with one request in flight.")
+    var pairs = 24
+    @Option(help: "Seconds of writes.")
+    var duration = 15.0
+    @Option(name: .customLong("read-seconds"), help: "Seconds of friend.list reads after the writes (0: none).")
+    var readSeconds = 5.0
+    @Option(name: .customLong("pg-delay-ms"), help: "Milliseconds the proxy in front of PostgreSQL adds each way.")
+    var pgDelayMs = 1.0
+
+    func config() -> WritesConfig {
+        var config = WritesConfig()
+        config.pairs = pairs
+        config.seconds = duration
+        config.readSeconds = readSeconds
         return config
     }
 }
@@ -196,6 +218,34 @@ extension BenchCommand {
         }
     }
 
+    struct Writes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Disjoint pairs of friends writing (session.start/end, location.pause/resume) as fast as acknowledged, then reading friend.list.",
+            discussion: """
+                Brokers: homeward (one relay, SQLite), homeward-pg (one relay, PostgreSQL) and homeward-cluster (three \
+                relays, PostgreSQL + NATS), by default all three in one run. PostgreSQL is reached through a TCP proxy in \
+                this tool that adds --pg-delay-ms each way (as a database in another rack or zone) and counts the \
+                statements it forwards.
+                """)
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var writes: WritesOptions
+
+        func run() async throws {
+            let config = writes.config()
+            let brokers = common.broker == "all" ? ["homeward", "homeward-pg", "homeward-cluster"] : common.brokers
+            guard brokers.allSatisfy({ $0.hasPrefix("homeward") }) else { throw ValidationError("writes runs only homeward brokers") }
+            try await common.run(brokers: brokers, postgresDelay: .microseconds(Int64(writes.pgDelayMs * 1000))) { run, report in
+                report.writesConfig = config
+                report.writesDelayMs = writes.pgDelayMs
+                for driver in run.drivers {
+                    guard let homeward = driver as? HomewardDriver else { continue }
+                    report.writes.append(try await WritesScenario.run(homeward, config,
+                                                                      proxy: homeward.name == "homeward" ? nil : run.postgresProxy))
+                }
+            }
+        }
+    }
+
     struct All: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Every scenario, every broker, one run.")
         @OptionGroup var common: CommonOptions
@@ -251,6 +301,18 @@ extension BenchCommand {
                 let idle = try await IdleScenario.run(driver, env: run.env, counts: [200])
                 report.idle.append(idle)
                 if idle.failed > 0 { failures.append("\(idle.failed) idle connections failed") }
+                if let homeward = driver as? HomewardDriver {
+                    var writes = WritesConfig()
+                    writes.pairs = 2
+                    writes.seconds = 1
+                    writes.readSeconds = 0.5
+                    report.writesConfig = writes
+                    let result = try await WritesScenario.run(homeward, writes, proxy: nil)
+                    report.writes.append(result)
+                    if result.acknowledged == 0 || !result.errors.isEmpty || !result.readErrors.isEmpty {
+                        failures.append("writes: \(result.acknowledged) acknowledged, errors \(result.errors) \(result.readErrors)")
+                    }
+                }
             }
             if !failures.isEmpty {
                 FileHandle.standardError.write(Data("smoke FAILED: \(failures.joined(separator: "; "))\n".utf8))

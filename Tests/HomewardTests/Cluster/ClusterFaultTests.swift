@@ -124,7 +124,14 @@ final class ClusterFaultTests: ClusterTestCase {
         try await waitUntilFiringTimers(b)
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
         addTeardownBlock { a.stop() }
+        let (walker, alice, token, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
+        return (a, b, walker, alice, token, bob, id)
+    }
 
+    /// Alice registers on node a (a process) and walks, bob on node b follows her; her last position is 57.0, 11.0.
+    private func aliceWalks(on a: RelayProcess, followedByBobOn b: TestRelay) async throws
+        -> (walker: TestClient, alice: String, token: String, bob: TestUser, session: String)
+    {
         let walker = try await a.connect(label: "alice")
         let alice = TestRelay.uniqueUsername("alice")
         let registered = try await walker.ok("register", ["username": .string(alice), "password": "correct horse battery"])
@@ -139,8 +146,8 @@ final class ClusterFaultTests: ClusterTestCase {
         try await bob.client.ok("session.accept", ["sessionId": .string(id)])
         try await walker.event("session.accepted")
         try await walker.send(["type": "pos", "lat": 57.0, "lon": 11.0])
-        try await bob.client.event("pos")
-        return (a, b, walker, alice, token, bob, id)
+        try await bob.client.event("pos", where: { $0["lat"] == 57.0 })
+        return (walker, alice, token, bob, id)
     }
 
     /// Node a is killed and alice does not come back: node b counts her offline once node a has been
@@ -154,6 +161,60 @@ final class ClusterFaultTests: ClusterTestCase {
         let lost = try await bob.client.event("session.lost", timeout: 15)
         XCTAssertEqual(lost["sessionId"], .string(id))
         XCTAssertEqual(lost["lastPosition"]?["lat"], 57.0)
+    }
+
+    /// Killed right after a position went out: node a's last digest (up to a second old) has an older one, but
+    /// node b delivered the newest to bob, and that is the one `session.lost` carries.
+    func testAWalkerKilledRightAfterAPositionIsLostWithThatPosition() async throws {
+        let (a, b, walker, alice, _, bob, id) = try await walkOnAKillableRelay()
+        try await eventually(within: 2, "node a's digest to bring alice's position to node b") {
+            try b.running.relay.presence.lastPosition(alice) != nil
+        }
+        try await walker.send(["type": "pos", "lat": 57.5, "lon": 11.5])
+        try await bob.client.event("pos", where: { $0["lat"] == 57.5 })
+        a.kill()
+        let lost = try await bob.client.event("session.lost", timeout: 15)
+        XCTAssertEqual(lost["sessionId"], .string(id))
+        XCTAssertEqual(lost["lastPosition"]?["lat"], 57.5, "the last position bob had: \(lost)")
+        XCTAssertEqual(lost["lastPosition"]?["lon"], 11.5)
+    }
+
+    /// The relay that decides `session.lost` (it fires the timers) has no observer of the walker and knows her
+    /// only from digests; the observer's relay delivered a newer position, and bob gets that one.
+    func testSessionLostDecidedOnARelayWithoutObserversCarriesThePositionTheObserverHad() async throws {
+        let cluster = try await startCluster()
+        let c = try await startNode("node-c", of: cluster) { $0.safety.lostContactGrace = 2000 }
+        try await waitUntilFiringTimers(c)
+        let b = try await startNode("node-b", of: cluster) { $0.safety.lostContactGrace = 2000 }
+        let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
+        addTeardownBlock { a.stop() }
+        let (walker, alice, _, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
+        try await eventually(within: 2, "node a's digest to bring alice's position to node c") {
+            try c.running.relay.presence.lastPosition(alice)?.lat == 57.0
+        }
+        try await walker.send(["type": "pos", "lat": 57.5, "lon": 11.5])
+        try await bob.client.event("pos", where: { $0["lat"] == 57.5 })
+        a.kill()
+        let lost = try await bob.client.event("session.lost", timeout: 15)
+        XCTAssertEqual(lost["sessionId"], .string(id))
+        XCTAssertEqual(lost["lastPosition"]?["lat"], 57.5, "the last position bob had: \(lost)")
+    }
+
+    /// Alice paused for bob before her relay died: bob never had her later positions, and `session.lost`
+    /// shows him none of them (as on one relay: none while she has a pause).
+    func testAWalkerWhoPausedForTheObserverIsLostWithoutAPosition() async throws {
+        let (a, _, walker, _, _, bob, id) = try await walkOnAKillableRelay()
+        try await walker.ok("location.pause", ["from": .string(bob.username)])
+        // Any request catches its relay up with the store first: node b has the pause after this.
+        try await bob.client.ok("session.list")
+        try await walker.send(["type": "pos", "lat": 59.0, "lon": 12.0])
+        try await walker.ok("session.list")  // the position went out before this reply
+        a.kill()
+        let lost = try await bob.client.event("session.lost", timeout: 15)
+        XCTAssertEqual(lost["sessionId"], .string(id))
+        XCTAssertEqual(lost["lastPosition"], .null, "no position while alice has a pause: \(lost)")
+        let hidden = try await bob.client.eventsAfterRoundTrip("pos")
+        XCTAssertEqual(hidden.filter { $0["lat"] == 59.0 }, [], "the paused position never reached bob")
     }
 
     func testAWalkerOfAKilledRelayIsLostOnlyAfterStayingAwayPastTheGrace() async throws {

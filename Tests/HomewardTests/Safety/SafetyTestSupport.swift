@@ -1,7 +1,9 @@
+import CoreMetrics
 import Foundation
 import HomewardCore
 import HomewardProtocol
 import HomewardStorage
+import Logging
 import Synchronization
 import XCTest
 
@@ -61,7 +63,8 @@ final class SafetyHarness {
     /// `bus` and `ownsTimers` make it one relay of several.
     init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
          clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 },
-         bus: any RelayBus = LocalBus(), ownsTimers: Bool = true) async throws {
+         bus: any RelayBus = LocalBus(), ownsTimers: Bool = true, logger: Logger = Logger(label: "homeward.relay"),
+         metrics: any MetricsFactory = NOOPMetricsHandler.instance) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
         self.safety = safety
@@ -78,8 +81,8 @@ final class SafetyHarness {
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
         try await store.apply(changes)
-        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: "here", bus: bus, ownsTimers: ownsTimers,
-                                clock: clock.function)
+        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: "here", bus: bus,
+                                ownsTimers: ownsTimers, clock: clock.function, logger: logger, metrics: metrics)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
