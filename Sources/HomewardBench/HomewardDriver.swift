@@ -163,6 +163,8 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
                     "--pbkdf2-iterations", "210000", "--log-level", "info",
                     "--max-connections-per-user", "1000000", "--rate-limit", "1000000", "--max-backlog", "1000000",
                     "--alarm-repeat-interval", "3600", "--auth-timeout", "60", "--registrations-per-address", "0",
+                    // Several relays on one host: each its own metrics port, not the default's one.
+                    "--metrics-listen", "127.0.0.1:0",
                 ] + node.arguments
                 let process = try ManagedProcess.launch(binary, arguments, log: dataDir + "/relay.log")
                 started.append(Node(port: node.port, process: process, dataDir: dataDir))

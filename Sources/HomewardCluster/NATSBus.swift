@@ -32,14 +32,20 @@ public final class NATSBus: RelayBus {
     /// The receiving tasks, and the one that sends the outbox.
     private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
 
-    private init(client: NATSClient, logger: Logger) {
+    /// Change notices held for a relay that is behind; more are dropped, and the relay reloads (`start`).
+    private let changeBufferLimit: Int
+
+    private init(client: NATSClient, logger: Logger, changeBufferLimit: Int) {
         self.client = client
         self.logger = logger
+        self.changeBufferLimit = changeBufferLimit
         (outbox, outboxInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn).
-    public static func connect(servers: [NATSServerAddress], node: String, logger: Logger) async throws -> NATSBus {
+    /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small).
+    public static func connect(servers: [NATSServerAddress], node: String, logger: Logger,
+                               changeBufferLimit: Int = 65_536) async throws -> NATSBus {
         var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
         configuration.echo = false
         // A relay must not stop for a NATS outage: it keeps serving its own connections and retries.
@@ -47,13 +53,13 @@ public final class NATSBus: RelayBus {
         // Positions resume within about a second of the server coming back.
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
         let client = try await NATSClient.connect(urls: servers.map(\.url), configuration: configuration, logger: logger)
-        return NATSBus(client: client, logger: logger)
+        return NATSBus(client: client, logger: logger, changeBufferLimit: changeBufferLimit)
     }
 
     public var isShared: Bool { true }
 
     public func start(delivering receiver: any BusReceiver) async throws {
-        let changes = try await client.subscribe(subject: ClusterSubjects.changes, overflow: .dropNewest)
+        let changes = try await client.subscribe(subject: ClusterSubjects.changes, bufferLimit: changeBufferLimit, overflow: .dropNewest)
         let presence = try await client.subscribe(subject: ClusterSubjects.presence)
         let lastPositions = try await client.subscribe(subject: ClusterSubjects.lastPositions)
         let client = self.client
@@ -62,10 +68,21 @@ public final class NATSBus: RelayBus {
         let events = client.events
         let started = [
             Task {
+                var dropped = 0
                 for await message in changes {
                     do { receiver.remoteChanges(try ClusterCodec.decodeNotice(message.payload)) } catch {
                         // Its changes are unknown: the relay reloads its cache instead.
                         logger.error("could not read a change notice", metadata: ["error": "\(error)"])
+                        receiver.remoteChanges(.unreadable)
+                    }
+                    // A full buffer dropped notices (a drop happens only while the buffer is full, so the
+                    // count is seen once the buffered ones are read): what they said is unknown, so the relay
+                    // reloads, as for an unreadable notice; the reload also closes connections whose token
+                    // they revoked.
+                    if changes.droppedMessages != dropped {
+                        logger.warning("change notices were dropped (this relay fell behind); reloading",
+                                       metadata: ["dropped": "\(changes.droppedMessages - dropped)"])
+                        dropped = changes.droppedMessages
                         receiver.remoteChanges(.unreadable)
                     }
                 }

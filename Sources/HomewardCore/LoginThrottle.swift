@@ -1,4 +1,4 @@
-/// Counts failed logins per key in a sliding window.
+/// Counts failed logins per key in a sliding window. A limit of 0 (or less) blocks nothing.
 struct LoginThrottle {
     private var failures: [String: [Int64]] = [:]
     let limit: Int
@@ -10,10 +10,11 @@ struct LoginThrottle {
     }
 
     func isBlocked(_ key: String, now: Int64) -> Bool {
-        (failures[key]?.filter { now - $0 < window }.count ?? 0) >= limit
+        limit > 0 && (failures[key]?.filter { now - $0 < window }.count ?? 0) >= limit
     }
 
     mutating func recordFailure(_ key: String, now: Int64) {
+        guard limit > 0 else { return }
         var recent = (failures[key] ?? []).filter { now - $0 < window }
         recent.append(now)
         failures[key] = recent

@@ -45,6 +45,8 @@ public actor Relay {
     private var registrations: LoginThrottle
     /// Failed `watch` attempts per client address.
     private var watchFailures: LoginThrottle
+    /// Failed `hello` attempts (unknown, revoked or expired tokens) per client address (`Relay+SignIn`).
+    var helloFailures: LoginThrottle
 
     /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
     /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
@@ -154,6 +156,7 @@ public actor Relay {
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
         self.watchFailures = LoginThrottle(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
+        self.helloFailures = LoginThrottle(limit: limits.helloFailuresPerAddress, window: limits.loginFailureWindow)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners)
         alarmsPending.record(state.alarms.count)
@@ -438,7 +441,7 @@ public actor Relay {
                 return .verified(username: username, valid: hasher.verify(password, against: stored))
             }
         case .hello(let token):
-            await hello(token: token, previous: auth, sink: sink, done: done)
+            await hello(token: token, peer: peer, previous: auth, sink: sink, done: done)
         case .pushSubscribe(let subscription):
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
             // The endpoint check may resolve a host name: done off the queue, like password hashing,
@@ -498,12 +501,13 @@ public actor Relay {
                     throw .unauthenticated("wrong username or password")
                 }
                 usernameFailures.reset(username)
-                try checkConnectionLimit(username, previous: previous)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await onCurrentCache { () async throws(RelayError) in
                     try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 }
+                // Not limited like `hello`: the password gets the owner in, whoever holds the connections.
+                makeRoom(for: username, signingIn: sink, previous: previous)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
             }
@@ -512,11 +516,14 @@ public actor Relay {
         }
     }
 
-    private func hello(token: String, previous: Authentication?, sink: any ClientSink, done: @escaping Completion) async {
+    private func hello(token: String, peer: String, previous: Authentication?, sink: any ClientSink,
+                       done: @escaping Completion) async {
         let hash = Token.hash(token)
-        await refreshIfUnknown(tokenHash: hash)
+        guard await mayCheckToken(hash, from: peer) else {
+            return done(.failure(.rateLimited("too many failed sign-ins with a token from this address; try again later")))
+        }
         do throws(RelayError) {
-            let (username, used) = try state.useToken(hash, now: clock(), lifetime: limits.tokenLifetime)
+            let (username, used) = try useToken(hash, from: peer)
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
@@ -544,14 +551,14 @@ public actor Relay {
                         reply: [(String, JSONValue)], done: @escaping Completion) async {
         // Signing in again as the same user on the same connection changes nothing anyone can see.
         if let previous, previous.username == auth.username {
-            signedInTokens.remember(auth.tokenHash, sink)
+            signedInTokens.remember(auth.tokenHash, sink, as: auth.username)
             done(.success(RelayReply(reply, auth: .authenticated(auth))))
             return
         }
         if let previous { detach(previous.username, sink) }
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
-        signedInTokens.remember(auth.tokenHash, sink)
+        signedInTokens.remember(auth.tokenHash, sink, as: auth.username)
         await syncInterest()
         if first { await tellOtherRelaysOnline(auth.username) }
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
@@ -994,6 +1001,7 @@ public actor Relay {
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()
+        closeConnectionsWithoutToken()
         return !unstored
     }
 

@@ -5,6 +5,10 @@ public struct RelayLimits: Sendable {
     public var loginFailuresPerUsername = 10
     public var loginFailuresPerAddress = 50
     public var loginFailureWindow: Int64 = 15 * 60 * 1000
+    /// Failed `hello`s (unknown, revoked or expired tokens) allowed per client address within
+    /// `loginFailureWindow`; past that, a token the relay does not already hold as valid gets
+    /// `rate_limited` without being looked up. 0 for no limit.
+    public var helloFailuresPerAddress = 50
     /// Accounts one client address may create within `registrationWindow`; 0 for no limit.
     public var registrationsPerAddress = 10
     public var registrationWindow: Int64 = 60 * 60 * 1000

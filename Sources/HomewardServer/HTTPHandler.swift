@@ -2,8 +2,10 @@ import HomewardProtocol
 import NIOCore
 import NIOHTTP1
 
-/// Plain HTTP on the relay's port: health, metrics, the web app (`WebSite`), and a helpful answer to
-/// everything else. Every answer carries the `SecurityHeaders`.
+/// Plain HTTP on the relay's port: health, metrics (in full only with the bearer token, see
+/// `MetricsAccess`), the web app (`WebSite`), and a helpful answer to everything else. Every answer
+/// carries the `SecurityHeaders`. A WebSocket upgrade from a page whose origin is not allowed
+/// (`OriginPolicy`) is not performed and ends here, with 403.
 final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -13,6 +15,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let security: SecurityHeaders
     /// Served at `GET /v1/push/key` (protocol 1.1, push) for browsers to subscribe with.
     private let vapidPublicKey: String
+    private let metricsAccess: MetricsAccess
+    private let origins: OriginPolicy
     private var head: HTTPRequestHead?
     /// Set once the connection is being closed: later (pipelined) requests are not served.
     private var closing = false
@@ -20,11 +24,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     static let pushKeyPath = "/v1/push/key"
 
     init(metrics: @escaping @Sendable () -> [UInt8], site: WebSite = WebSite(assets: WebAssets(), tiles: nil),
-         vapidPublicKey: String = "") {
+         vapidPublicKey: String = "", metricsAccess: MetricsAccess = MetricsAccess(token: nil),
+         origins: OriginPolicy = OriginPolicy()) {
         self.metrics = metrics
         self.site = site
         self.security = SecurityHeaders(tileSource: site.tiles?.cspSource)
         self.vapidPublicKey = vapidPublicKey
+        self.metricsAccess = metricsAccess
+        self.origins = origins
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -57,6 +64,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .path(let decoded): path = decoded
         }
         if path == PipelineFactory.path {
+            guard origins.admits(head.headers["Origin"]) else {
+                return HTTPAnswer(.forbidden, "this page's origin may not open connections to this relay\n")
+            }
             var answer = HTTPAnswer(.upgradeRequired, "this endpoint speaks WebSocket only: send an upgrade request\n")
             answer.headers.add(name: "Upgrade", value: "websocket")
             answer.headers.add(name: "Sec-WebSocket-Version", value: "13")
@@ -73,8 +83,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case "/healthz":
             return HTTPAnswer(.ok, "ok\n")
         case "/metrics":
+            let exposition: [UInt8]
+            switch metricsAccess.verdict(head.headers) {
+            case .granted: exposition = metrics()
+            case .anonymous: exposition = MetricsAccess.publicExposition
+            case .refused: return MetricsAccess.unauthorized()
+            }
             var answer = HTTPAnswer(.ok, "", contentType: "text/plain; version=0.0.4; charset=utf-8")
-            answer.body = ByteBuffer(bytes: metrics())
+            answer.body = ByteBuffer(bytes: exposition)
             return answer
         case Self.pushKeyPath:
             // Encoded when asked for, not per connection: most connections upgrade without asking.

@@ -42,8 +42,30 @@ public struct RelayConfiguration: Sendable {
     /// (`--proxy-protocol-from`). A connection from one of these addresses without a valid header is closed;
     /// a header from any other address is not trusted. Empty: no PROXY protocol at all.
     public var proxyProtocolFrom: [IPAddressRange] = []
+    /// Web pages (origins, `https://host[:port]`) whose browsers may open WebSockets (`--allowed-origins`);
+    /// nil for the relay's own (`webSocketOrigins(port:)`). Clients that send no `Origin` are always served.
+    public var allowedOrigins: [String]?
+    /// Where the full metrics are served over plain HTTP (`--metrics-listen`); nil for nowhere but the main
+    /// port with `metricsToken`. The executable's default is `defaultMetricsListen`; the library's is none,
+    /// so that relays started in-process (tests) open no port they did not ask for.
+    public var metricsListen: ListenAddress?
+    /// A bearer token (`--metrics-token`): with it, the main port's `/metrics` serves the full metrics to
+    /// `Authorization: Bearer TOKEN`, and the metrics listener serves nobody else.
+    public var metricsToken: String?
+
+    public static let defaultMetricsListen = ListenAddress(host: "127.0.0.1", port: 9464)
 
     public init() {}
+
+    /// The origins allowed to open WebSockets once the listener is on `port`: `allowedOrigins`, else the
+    /// origin of the public URL. When that URL is derived from the listener (no `--public-url`), the
+    /// loopback names of the same port are the relay too: a browser on this machine may use any of them.
+    public func webSocketOrigins(port: Int) -> [String] {
+        if let allowedOrigins { return allowedOrigins }
+        let own = sharePublicURL(port: port)
+        guard publicURL == nil else { return [own] }
+        return [own, "https://localhost:\(port)", "https://127.0.0.1:\(port)", "https://[::1]:\(port)"]
+    }
 
     /// The host name and the process id: unique among relays on one network, and telling an operator where to look.
     public static var defaultNodeID: String {

@@ -33,7 +33,7 @@ public struct RelayServer: Sendable {
     public func start() async throws -> RunningRelay {
         let config = configuration
         do {
-            try FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true)
+            try OwnerOnlyFiles.createDirectory(config.dataDirectory)
         } catch {
             throw RelayStartupError.cannotCreateDataDirectory(path: config.dataDirectory, reason: RelayStartupError.fileReason(error))
         }
@@ -93,10 +93,24 @@ public struct RelayServer: Sendable {
         for loop in loops { loop.start(pingInterval: pingInterval, fanoutLatency: metrics.fanoutLatency) }
         let connections = ConnectionRegistry(loops: loops)
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
+        let metricsAccess = MetricsAccess(token: config.metricsToken)
+        let origins = OriginPolicy(config.webSocketOrigins(port: config.port))
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
                                        unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
                                        exposition: { prometheus.emitToBuffer() }, site: site,
-                                       vapidPublicKey: vapidKey.publicKeyBase64URL, trustedProxies: config.proxyProtocolFrom)
+                                       vapidPublicKey: vapidKey.publicKeyBase64URL, trustedProxies: config.proxyProtocolFrom,
+                                       metricsAccess: metricsAccess, origins: origins)
+        let metricsChannel: (any Channel)?
+        do {
+            metricsChannel = try await Self.listenForMetrics(config, group: group, access: metricsAccess, prometheus: prometheus)
+        } catch {
+            try? await group.shutdownGracefully()
+            await relay.drain()
+            await cluster.leave()
+            await push.stop()
+            await store.close()
+            throw error
+        }
 
         let channel: any Channel
         do {
@@ -122,6 +136,7 @@ public struct RelayServer: Sendable {
                 .bind(host: config.host, port: config.port)
                 .get()
         } catch {
+            try? await metricsChannel?.close()
             try? await group.shutdownGracefully()
             await relay.drain()
             await cluster.leave()
@@ -131,6 +146,8 @@ public struct RelayServer: Sendable {
         }
         let port = channel.localAddress?.port ?? config.port
         await relay.setSharePublicURL(config.sharePublicURL(port: port))
+        origins.allow(config.webSocketOrigins(port: port))
+        let metricsPort = metricsChannel?.localAddress?.port
         logger.info("homeward relay listening", metadata: [
             "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
             "bus": "\(config.bus)", "node": "\(config.nodeID)",
@@ -141,12 +158,34 @@ public struct RelayServer: Sendable {
                 "proxy-protocol-from": "\(config.proxyProtocolFrom.map(\.description).joined(separator: ","))",
             ])
         }
+        if let metricsListen = config.metricsListen, let metricsPort {
+            logger.info("metrics listening", metadata: [
+                "address": "http://\(ListenAddress(host: metricsListen.host, port: metricsPort))/metrics",
+                "token": "\(config.metricsToken == nil ? "none" : "required")",
+            ])
+        }
+        logger.info("browsers may connect from these origins", metadata: [
+            "allowed-origins": "\(origins.origins.sorted().joined(separator: ","))",
+        ])
         if let ca = tls.devCA {
             logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
         }
-        return RunningRelay(port: port, devCAPath: tls.devCA, channel: channel, group: group, relay: relay,
+        return RunningRelay(port: port, metricsPort: metricsPort, devCAPath: tls.devCA, channel: channel,
+                            metricsChannel: metricsChannel, group: group, relay: relay,
                             connections: connections, unauthenticated: unauthenticated, leaveCluster: cluster.leave,
                             closeStore: { await push.stop(); await store.close() }, logger: logger)
+    }
+
+    /// The metrics listener `--metrics-listen` names, if any; an address it cannot have is a startup error.
+    private static func listenForMetrics(_ config: RelayConfiguration, group: any EventLoopGroup, access: MetricsAccess,
+                                         prometheus: PrometheusCollectorRegistry) async throws -> (any Channel)? {
+        guard let address = config.metricsListen else { return nil }
+        do {
+            return try await MetricsListener.bind(address, group: group, access: access, exposition: { prometheus.emitToBuffer() })
+        } catch {
+            throw RelayStartupError.cannotListen(host: address.host, port: address.port,
+                                                 reason: RelayStartupError.listenReason(error, flag: "--metrics-listen"))
+        }
     }
 
     /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
@@ -204,10 +243,13 @@ public struct RelayServer: Sendable {
 /// A relay that is serving. `shutdown()` stops it the way SIGTERM does.
 public final class RunningRelay: Sendable {
     public let port: Int
+    /// The metrics listener's port (`--metrics-listen`), when there is one.
+    public let metricsPort: Int?
     /// Where the generated development CA is, when the relay made its own certificate.
     public let devCAPath: String?
     public let relay: Relay
     private let channel: any Channel
+    private let metricsChannel: (any Channel)?
     private let group: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
@@ -218,12 +260,15 @@ public final class RunningRelay: Sendable {
     private let logger: Logger
     private let stopping = Mutex<Task<Void, Never>?>(nil)
 
-    init(port: Int, devCAPath: String?, channel: any Channel, group: MultiThreadedEventLoopGroup, relay: Relay,
+    init(port: Int, metricsPort: Int?, devCAPath: String?, channel: any Channel, metricsChannel: (any Channel)?,
+         group: MultiThreadedEventLoopGroup, relay: Relay,
          connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections,
          leaveCluster: @escaping @Sendable () async -> Void, closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
         self.port = port
+        self.metricsPort = metricsPort
         self.devCAPath = devCAPath
         self.channel = channel
+        self.metricsChannel = metricsChannel
         self.group = group
         self.relay = relay
         self.connections = connections
@@ -255,6 +300,7 @@ public final class RunningRelay: Sendable {
     private func stop() async {
         logger.info("shutting down")
         try? await channel.close()
+        try? await metricsChannel?.close()
         await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
         await relay.drain()
         await leaveCluster()
@@ -280,6 +326,9 @@ struct PipelineFactory: Sendable {
     let vapidPublicKey: String
     /// Balancers whose connections start with a PROXY header naming the client (`--proxy-protocol-from`).
     let trustedProxies: [IPAddressRange]
+    let metricsAccess: MetricsAccess
+    /// Pages whose browsers may upgrade (`--allowed-origins`); others get 403 from `HTTPHandler`.
+    let origins: OriginPolicy
 
     static let path = "/v1/ws"
     static let subprotocol = "homeward.v1"
@@ -313,13 +362,15 @@ struct PipelineFactory: Sendable {
     func serve(_ channel: any Channel, peer address: String, slot: UnauthenticatedConnections.Slot) throws {
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-        let http = HTTPHandler(metrics: exposition, site: site, vapidPublicKey: vapidPublicKey)
+        let http = HTTPHandler(metrics: exposition, site: site, vapidPublicKey: vapidPublicKey,
+                               metricsAccess: metricsAccess, origins: origins)
         let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))
         let upgrader = NIOWebSocketServerUpgrader(
             maxFrameSize: limits.maxMessageBytes,
             automaticErrorHandling: false,
             shouldUpgrade: { channel, head in
-                guard head.uri.split(separator: "?", maxSplits: 1).first == Substring(Self.path) else {
+                guard head.uri.split(separator: "?", maxSplits: 1).first == Substring(Self.path),
+                      origins.admits(head.headers["Origin"]) else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 var headers = HTTPHeaders()

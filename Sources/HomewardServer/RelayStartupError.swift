@@ -43,12 +43,13 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     }
 
     /// The reason of a failed bind, with a hint for the usual causes.
-    static func listenReason(_ error: any Error) -> String {
+    static func listenReason(_ error: any Error, flag: String = "--port") -> String {
         guard let io = error as? IOError else { return "\(error)" }
+        let hostFlag = flag == "--port" ? "--host" : flag
         switch io.errnoCode {
-        case EADDRINUSE: return "the address is already in use (another relay or program has this port; choose another with --port)"
-        case EACCES: return "permission denied (ports below 1024 need privileges; choose another with --port)"
-        case EADDRNOTAVAIL: return "this machine has no such address (check --host)"
+        case EADDRINUSE: return "the address is already in use (another relay or program has this port; choose another with \(flag))"
+        case EACCES: return "permission denied (ports below 1024 need privileges; choose another with \(flag))"
+        case EADDRNOTAVAIL: return "this machine has no such address (check \(hostFlag))"
         default: return String(cString: strerror(io.errnoCode))
         }
     }

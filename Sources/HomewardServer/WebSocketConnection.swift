@@ -320,18 +320,17 @@ final class WebSocketConnection: ChannelInboundHandler {
         guard let context, machine.startClosing() else { return }
         // Nothing the client sends from now on is served; reading it would only cost the loop.
         setReading(false, context: context)
-        // A client that does not read would never let the close frame through: drop it at once.
-        guard context.channel.isWritable else {
-            context.close(promise: nil)
-            return
-        }
+        // The close frame goes ahead of whatever still waits for a slow client (those messages are dropped),
+        // so a client that reads again learns why it was dropped instead of seeing a bare end of stream;
+        // one that never reads is cut off by the timer below.
+        outbound = OutboundQueue()
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code.rawValue)
         data.writeString(reason)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
             .whenComplete { _ in loopBound.value.close(promise: nil) }
-        // The frame fits under the write buffer's limit, but the client may stop reading right now.
+        // The client may not read the frame (or what the socket still holds before it) in time.
         closeTimer = eventLoop.scheduleTask(in: Self.closeFrameTimeout) { loopBound.value.close(promise: nil) }
     }
 }

@@ -12,8 +12,8 @@ public final class SQLiteStore: RelayStore {
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     public convenience init(path: String) throws {
-        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try OwnerOnlyFiles.createDirectory(URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        try OwnerOnlyFiles.prepareDatabase(at: path)
         let pool = try DatabasePool(path: path, configuration: Self.configuration())
         // DatabasePool switches the writer to `synchronous = NORMAL` when it activates WAL, after
         // `prepareDatabase` has run. An alarm must survive a power cut once it is acknowledged to its

@@ -9,8 +9,9 @@ struct RelayCommand: AsyncParsableCommand {
         commandName: "homeward-relay",
         abstract: "Homeward relay: live positions, follow-me sessions and panic alarms over TLS WebSockets.",
         discussion: """
-            Serves wss://HOST:PORT/v1/ws, GET /healthz, GET /metrics and the web app (/ and the share-link \
-            viewer /f; see --web-root) on one TLS port, and keeps its \
+            Serves wss://HOST:PORT/v1/ws, GET /healthz and the web app (/ and the share-link \
+            viewer /f; see --web-root) on one TLS port, the metrics for Prometheus on a plain-HTTP \
+            listener of their own (--metrics-listen, 127.0.0.1:9464), and keeps its \
             state in an SQLite database inside the data directory, or with --store postgres://... in \
             PostgreSQL (the database must exist; the relay creates its tables).
 

@@ -9,10 +9,25 @@ struct RelayOptions: ParsableArguments {
     @Option(help: "Address to listen on (0.0.0.0 for all IPv4 interfaces). [default: 0.0.0.0]")
     var host: String?
 
-    @Option(help: "TLS port for WebSocket, /healthz, /metrics and the web app. [default: 8443]")
+    @Option(help: "TLS port for WebSocket, /healthz, /metrics (in full only with --metrics-token) and the web app. [default: 8443]")
     var port: Int?
 
-    @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates. [default: ./.homeward]")
+    @Option(name: .customLong("metrics-listen"), help: ArgumentHelp(
+        "Plain-HTTP listener for Prometheus: GET /metrics (the relay's full metrics, which show when alarms are raised) and GET /healthz. Keep it on loopback or a private monitoring network; off for none. Give each relay on one host its own port. [default: 127.0.0.1:9464]",
+        valueName: "host:port|off"))
+    var metricsListen: String?
+
+    @Option(name: .customLong("metrics-token"), help: ArgumentHelp(
+        "Bearer token (at least 16 characters) for the metrics: with it, GET /metrics on --port serves them in full to Authorization: Bearer TOKEN, and the --metrics-listen listener serves nobody without it. Prefer HOMEWARD_METRICS_TOKEN: a command line is visible to every local user. [default: none: the main port's /metrics shows only homeward_up]",
+        valueName: "token"))
+    var metricsToken: String?
+
+    @Option(name: .customLong("allowed-origins"), help: ArgumentHelp(
+        "Web pages whose browsers may open WebSockets (the Origin a browser sends with every upgrade); others get 403. Clients that send no Origin (apps, the CLI) are not affected. [default: the origin of --public-url; without it, https://HOST:PORT of the listener and its loopback names]",
+        valueName: "origin[,origin...]"))
+    var allowedOrigins: String?
+
+    @Option(name: .customLong("data-dir"), help: "Directory for the database and generated certificates; a new one is made 0700, the database files 0600. [default: ./.homeward]")
     var dataDir: String?
 
     @Option(help: ArgumentHelp(
@@ -58,7 +73,7 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed. [default: 90]")
     var idleTimeout: Double?
 
-    @Option(name: .customLong("max-connections-per-user"), help: "Open connections one account may have. [default: 16]")
+    @Option(name: .customLong("max-connections-per-user"), help: "Open connections one account may have on this relay: a further hello gets rate_limited, while a password login always gets in, closing the account's oldest connection (1008). [default: 16]")
     var maxConnectionsPerUser: Int?
 
     @Option(name: .customLong("max-backlog"), help: "Messages (other than positions) queued for a slow client before it is disconnected. [default: 1024]")
@@ -83,6 +98,9 @@ struct RelayOptions: ParsableArguments {
 
     @Option(name: .customLong("login-failures-per-address"), help: "Failed logins per client address within 15 minutes before logins are refused. [default: 50]")
     var loginFailuresPerAddress: Int?
+
+    @Option(name: .customLong("hello-failures-per-address"), help: "Failed hellos (unknown, revoked or expired tokens) per client address within 15 minutes; past that, hellos from it with a token the relay does not hold as valid get rate_limited (0: no limit). [default: 50]")
+    var helloFailuresPerAddress: Int?
 
     @Option(name: .customLong("registrations-per-address"), help: "Accounts one client address may create per hour (0: no limit). [default: 10]")
     var registrationsPerAddress: Int?
@@ -184,6 +202,7 @@ struct RelayOptions: ParsableArguments {
         config.relayLimits.loginFailuresPerAddress =
             try env.value(loginFailuresPerAddress, "login-failures-per-address") ?? config.relayLimits.loginFailuresPerAddress
         try env.override(&config.relayLimits.registrationsPerAddress, registrationsPerAddress, "registrations-per-address")
+        try env.override(&config.relayLimits.helloFailuresPerAddress, helloFailuresPerAddress, "hello-failures-per-address")
         if let days = try env.value(tokenLifetime, "token-lifetime") {
             guard days > 0, days <= 3650 else { throw ValidationError("token-lifetime must be more than 0 and at most 3650 days") }
             config.relayLimits.tokenLifetime = Int64(days * 86_400_000)
@@ -201,6 +220,7 @@ struct RelayOptions: ParsableArguments {
             config.publicURL = url
         }
         try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, "watch-failures-per-address")
+        try resolveMetricsAndOrigins(&config, env)
         try env.override(&config.shares.minimumTTL, shareMinTTL.map(Int64.init), "share-min-ttl")
         try resolveWeb(&config.web, env)
         try push.apply(to: &config.push, env)
@@ -210,6 +230,35 @@ struct RelayOptions: ParsableArguments {
         }
         try validate(config)
         return Settings(relay: config, logLevel: level)
+    }
+
+    private func resolveMetricsAndOrigins(_ config: inout RelayConfiguration, _ env: EnvironmentReader) throws {
+        let listen = try env.value(metricsListen, "metrics-listen") ?? RelayConfiguration.defaultMetricsListen.description
+        if listen == "off" {
+            config.metricsListen = nil
+        } else {
+            guard let address = ListenAddress(parsing: listen) else {
+                throw ValidationError("metrics-listen must be HOST:PORT ([HOST]:PORT for IPv6) or off, e.g. 127.0.0.1:9464")
+            }
+            config.metricsListen = address
+        }
+        if let token = try env.value(metricsToken, "metrics-token") {
+            guard token.count >= 16, token.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
+                throw ValidationError("metrics-token must be at least 16 printable ASCII characters without spaces")
+            }
+            config.metricsToken = token
+        }
+        if let list = try env.value(allowedOrigins, "allowed-origins") {
+            var origins: [String] = []
+            for entry in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+                guard let origin = WebOrigin.normalize(entry) else {
+                    throw ValidationError("allowed-origins: '\(entry)' is not an origin such as https://homeward.example.org")
+                }
+                origins.append(origin)
+            }
+            guard !origins.isEmpty else { throw ValidationError("allowed-origins needs at least one origin") }
+            config.allowedOrigins = origins
+        }
     }
 
     private func resolveWeb(_ web: inout WebConfiguration, _ env: EnvironmentReader) throws {
@@ -248,6 +297,7 @@ struct RelayOptions: ParsableArguments {
             throw ValidationError("max-unauthenticated-per-address must be at least 1")
         }
         guard config.relayLimits.registrationsPerAddress >= 0 else { throw ValidationError("registrations-per-address must be at least 0") }
+        guard config.relayLimits.helloFailuresPerAddress >= 0 else { throw ValidationError("hello-failures-per-address must be at least 0") }
         guard config.passwordIterations >= 210_000 else { throw ValidationError("pbkdf2-iterations must be at least 210000") }
         guard RelayConfiguration.isValidNodeID(config.nodeID) else {
             throw ValidationError("node-id must be 1-64 characters of A-Z a-z 0-9 . _ -")

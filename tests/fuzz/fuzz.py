@@ -82,6 +82,9 @@ class Relay:
         with socket.socket() as s:
             s.bind((HOST, 0))
             self.port = s.getsockname()[1]
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            self.metrics_port = s.getsockname()[1]  # the plain-HTTP metrics listener (--metrics-listen)
         self.proc: subprocess.Popen | None = None
         self.ctx: ssl.SSLContext | None = None
         self.log = None
@@ -96,7 +99,8 @@ class Relay:
         env.setdefault("HOMEWARD_REGISTRATIONS_PER_ADDRESS", "0")  # every fuzz client is 127.0.0.1
         self.log = open(self.log_path, "ab", buffering=0)
         self.proc = subprocess.Popen(
-            [self.binary, "--host", HOST, "--port", str(self.port), "--data-dir", str(self.data), *self.extra],
+            [self.binary, "--host", HOST, "--port", str(self.port), "--data-dir", str(self.data),
+             "--metrics-listen", f"{HOST}:{self.metrics_port}", *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(self.workdir),
             preexec_fn=_die_with_parent)
         ca = self.data / "certs" / "dev-ca.pem"
@@ -174,8 +178,9 @@ class Relay:
 
     def ws_gauge(self) -> float | None:
         try:
-            _, body = self.http_get("/metrics")
-        except (OSError, ssl.SSLError):
+            with urllib.request.urlopen(f"http://{HOST}:{self.metrics_port}/metrics", timeout=5) as response:
+                body = response.read()
+        except OSError:
             return None
         m = re.search(rb"^homeward_connections(?:\{[^}]*\})? ([0-9.e+-]+)$", body, re.M)
         return float(m.group(1)) if m else None

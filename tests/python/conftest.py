@@ -147,6 +147,7 @@ class Relay:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "relay.log"
         self.port = free_port()
+        self.metrics_port = free_port()  # the plain-HTTP metrics listener (--metrics-listen)
         self.host = "127.0.0.1"
         self.proc: subprocess.Popen | None = None
         self._log_file = None
@@ -179,7 +180,7 @@ class Relay:
         self._log_file.write(f"\n===== starting relay on port {self.port} at {time.ctime()}\n".encode())
         self.proc = subprocess.Popen(
             [self.binary, "--host", self.host, "--port", str(self.port), "--data-dir", str(self.data_dir),
-             *self.extra_args],
+             "--metrics-listen", f"127.0.0.1:{self.metrics_port}", *self.extra_args],
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -274,6 +275,18 @@ class Relay:
             conn.close()
 
 
+    def metrics_get(self, path: str = "/metrics", headers: dict | None = None, timeout: float = 10):
+        """GET on the metrics listener (plain HTTP on loopback); returns (status, lowercased headers, body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=timeout)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            resp = conn.getresponse()
+            body = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+        finally:
+            conn.close()
+
+
 class RunningRelay(Relay):
     """A relay someone else started and stops (cluster mode: a node or the balancer), reached at its URL."""
 
@@ -293,6 +306,9 @@ class RunningRelay(Relay):
     @property
     def ws_url(self) -> str:
         return self.url
+
+    def metrics_get(self, path: str = "/metrics", headers: dict | None = None, timeout: float = 10):
+        pytest.skip("the metrics listener of a relay started elsewhere is not known to the tests")
 
     def start(self) -> None:
         pytest.fail(f"{self.url} is not started by the tests", pytrace=False)

@@ -85,11 +85,11 @@ async def subscribe(client, browser: Browser) -> str:
 
 
 def metric(relay: Relay, name: str) -> float:
-    _, _, body = relay.http_get("/metrics")
+    _, _, body = relay.metrics_get("/metrics")
     for line in body.decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} not in /metrics")
+    raise AssertionError(f"{name} not on the metrics listener's /metrics")
 
 
 def vapid_key_of(relay: Relay) -> str:

@@ -1,3 +1,4 @@
+import HomewardCore
 import HomewardProtocol
 import XCTest
 
@@ -46,6 +47,66 @@ final class AccountLimitsEndToEndTests: EndToEndTestCase {
         // (The tablet was signed in with a token that logout all revoked: it has been closed.)
         let badFlag = try await phone.failure("logout", ["all": "yes"])
         XCTAssertEqual(badFlag, "bad_request")
+    }
+
+    func testAThiefsSixteenConnectionsDoNotLockTheOwnerOutAndRevokingClosesThem() async throws {
+        let relay = try await startRelay()
+        let alice = try await relay.user("alice")
+        // The registering connection moves to a token of its own and signs out: the stolen token has no
+        // connection yet, and alice none at all.
+        try await alice.client.ok("login", ["username": .string(alice.username), "password": .string(alice.password)])
+        try await alice.client.ok("logout")
+
+        // A thief with alice's token fills the 16 connections she may have; a token alone gets no 17th.
+        var thief: [TestClient] = []
+        for _ in 0..<16 {
+            let connection = try await relay.connect(label: "thief")
+            try await connection.ok("hello", ["token": .string(alice.token)])
+            thief.append(connection)
+        }
+        let seventeenth = try await relay.connect(label: "thief-17")
+        let refused = try await seventeenth.failure("hello", ["token": .string(alice.token)])
+        XCTAssertEqual(refused, "rate_limited")
+
+        // Alice's password gets her in: the oldest of the thief's connections makes room.
+        let owner = try await relay.connect(label: "owner")
+        try await owner.ok("login", ["username": .string(alice.username), "password": .string(alice.password)])
+        let oldestClose = try await thief[0].closeCode()
+        XCTAssertEqual(oldestClose, 1008)
+        for connection in thief.dropFirst() { XCTAssertTrue(connection.isActive) }
+
+        // She revokes the stolen token: the thief's other 15 connections close, hers stays.
+        let listed = try await owner.ok("auth.sessions")
+        let sessions = try XCTUnwrap(listed["sessions"]?.arrayValue)
+        let stolen = try XCTUnwrap(sessions.first { $0["current"] == false })
+        try await owner.ok("auth.revoke", ["tokenId": try XCTUnwrap(stolen["id"])])
+        for connection in thief.dropFirst() {
+            let code = try await connection.closeCode()
+            XCTAssertEqual(code, 1008)
+        }
+        try await owner.ok("auth.sessions")
+        let again = try await relay.connect(label: "thief-again")
+        let revoked = try await again.failure("hello", ["token": .string(alice.token)])
+        XCTAssertEqual(revoked, "unauthenticated")
+    }
+
+    func testFailedHellosAreLimitedPerAddressWhileKnownTokensStillSignIn() async throws {
+        let relay = try await startRelay { $0.relayLimits.helloFailuresPerAddress = 3 }
+        let alice = try await relay.user("alice")
+        // Two connections (each closes after 5 failures of its own): the count is the address's.
+        let first = try await relay.connect(label: "guesser-1")
+        for _ in 0..<2 {
+            let code = try await first.failure("hello", ["token": .string(Token.mint())])
+            XCTAssertEqual(code, "unauthenticated")
+        }
+        let second = try await relay.connect(label: "guesser-2")
+        let third = try await second.failure("hello", ["token": .string(Token.mint())])
+        XCTAssertEqual(third, "unauthenticated")
+        let limited = try await second.failure("hello", ["token": .string(Token.mint())])
+        XCTAssertEqual(limited, "rate_limited")
+        // A device with a valid token behind the same address still signs in.
+        let device = try await relay.connect(label: "alice-device")
+        try await device.ok("hello", ["token": .string(alice.token)])
     }
 
     func testShortQueriesFindNobodyAndSearchesAreRateLimited() async throws {

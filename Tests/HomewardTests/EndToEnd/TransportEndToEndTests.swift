@@ -1,4 +1,5 @@
 import HomewardProtocol
+import HomewardServer
 import NIOHTTP1
 import XCTest
 
@@ -52,16 +53,47 @@ final class TransportEndToEndTests: EndToEndTestCase {
         XCTAssertEqual(response.status, .ok)
     }
 
-    func testMetricsArePrometheusText() async throws {
-        let relay = try await startRelay()
+    func testMetricsArePrometheusTextOnTheMetricsListenerAndTheMainPortShowsNoActivity() async throws {
+        let relay = try await startRelay { $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0) }
         let alice = try await relay.user("alice")
         try await alice.client.ok("friend.list")
-        let response = try await relay.http("/metrics")
+        let metricsPort = try XCTUnwrap(try relay.running.metricsPort)
+        let response = try await httpsRequest(port: metricsPort, caPath: nil, path: "/metrics")
         XCTAssertEqual(response.status, .ok)
         XCTAssertTrue(response.headers.first(name: "Content-Type")?.hasPrefix("text/plain") ?? false,
                       "\(response.headers)")
         XCTAssertTrue(response.body.contains("# TYPE"), response.body)
-        XCTAssertTrue(response.body.contains("homeward_"), response.body)
+        XCTAssertTrue(response.body.contains("homeward_alarms_raised_total"), response.body)
+        XCTAssertTrue(response.body.contains("homeward_alarms_pending"), response.body)
+
+        // The public port: Prometheus text saying the relay is up, nothing about its users.
+        let mainPort = try await relay.http("/metrics")
+        XCTAssertEqual(mainPort.status, .ok)
+        XCTAssertTrue(mainPort.body.contains("homeward_up 1"), mainPort.body)
+        XCTAssertFalse(mainPort.body.contains("homeward_alarms"), mainPort.body)
+        XCTAssertFalse(mainPort.body.contains("homeward_connections"), mainPort.body)
+        let health = try await relay.http("/healthz")
+        XCTAssertEqual(health.status, .ok)
+    }
+
+    func testWithATokenTheMainPortServesTheMetricsToItAndTheListenerToNobodyElse() async throws {
+        let token = "a-token-of-32-characters-or-so.."
+        let relay = try await startRelay {
+            $0.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
+            $0.metricsToken = token
+        }
+        let full = try await httpsRequest(port: try relay.port, caPath: try relay.caPath, path: "/metrics",
+                                          headers: [("Authorization", "Bearer \(token)")])
+        XCTAssertTrue(full.body.contains("homeward_alarms_pending"), full.body)
+        let wrong = try await httpsRequest(port: try relay.port, caPath: try relay.caPath, path: "/metrics",
+                                           headers: [("Authorization", "Bearer \(token)x")])
+        XCTAssertEqual(wrong.status, .unauthorized)
+        let metricsPort = try XCTUnwrap(try relay.running.metricsPort)
+        let anonymous = try await httpsRequest(port: metricsPort, caPath: nil, path: "/metrics")
+        XCTAssertEqual(anonymous.status, .unauthorized)
+        let granted = try await httpsRequest(port: metricsPort, caPath: nil, path: "/metrics",
+                                             headers: [("Authorization", "Bearer \(token)")])
+        XCTAssertTrue(granted.body.contains("homeward_alarms_raised_total"), granted.body)
     }
 
     func testPlainGetOfTheWebSocketPathIs426() async throws {

@@ -207,7 +207,33 @@ final class HTTPHandlerTests: XCTestCase {
         XCTAssertEqual(try request("/v1/ws").head.status, .upgradeRequired)
         XCTAssertEqual(try request("/v1/ws", method: .POST).head.status, .upgradeRequired)
         XCTAssertEqual(try request("/healthz").body, "ok\n")
-        XCTAssertEqual(try request("/metrics").body, "homeward_up 1\n")
+        XCTAssertEqual(try request("/metrics").body, String(decoding: MetricsAccess.publicExposition, as: UTF8.self))
+    }
+
+    func testTheMetricsAreShownInFullOnlyWithTheBearerToken() throws {
+        let token = "sixteen-characters-at-least"
+        channel = EmbeddedChannel(handler: HTTPHandler(metrics: { Array("homeward_alarms_pending 1\n".utf8) },
+                                                       metricsAccess: MetricsAccess(token: token)))
+        XCTAssertEqual(try request("/metrics", headers: [("Authorization", "Bearer \(token)")]).body, "homeward_alarms_pending 1\n")
+        XCTAssertEqual(try request("/metrics", headers: [("Authorization", "bearer \(token)")]).body, "homeward_alarms_pending 1\n")
+        let anonymous = try request("/metrics")
+        XCTAssertEqual(anonymous.head.status, .ok)
+        XCTAssertFalse(anonymous.body.contains("alarms"), anonymous.body)
+        for wrong in ["Bearer \(token)x", "Bearer", "Basic \(token)", "Bearer \(token.dropLast())"] {
+            let refused = try request("/metrics", headers: [("Authorization", wrong)])
+            XCTAssertEqual(refused.head.status, .unauthorized, wrong)
+            XCTAssertEqual(refused.header("WWW-Authenticate"), "Bearer realm=\"metrics\"")
+            XCTAssertFalse(refused.body.contains("alarms"))
+        }
+    }
+
+    func testAWebSocketRequestFromAPageOfAnotherOriginIs403() throws {
+        channel = EmbeddedChannel(handler: HTTPHandler(metrics: { [] }, origins: OriginPolicy(["https://relay.example:8443"])))
+        for origin in ["https://evil.example", "null", "https://relay.example", "http://relay.example:8443"] {
+            XCTAssertEqual(try request("/v1/ws", headers: [("Origin", origin)]).head.status, .forbidden, origin)
+        }
+        XCTAssertEqual(try request("/v1/ws", headers: [("Origin", "https://RELAY.example:8443")]).head.status, .upgradeRequired)
+        XCTAssertEqual(try request("/v1/ws").head.status, .upgradeRequired, "no Origin: not a browser")
     }
 
     func testWithoutAWebRootTheAppIsNotServed() throws {

@@ -15,15 +15,18 @@ import XCTest
 /// the rest.
 final class WebSocketConnectionTests: XCTestCase {
     private var channel: EmbeddedChannel!
+    private var connection: WebSocketConnection!
 
     override func setUp() async throws {
         let relay = try await Relay(store: SQLiteStore.inMemory(), hasher: .forTests, metrics: NOOPMetricsHandler.instance)
         var limits = ConnectionLimits()
         limits.controlFramesPerSecond = 5
+        limits.maxOutboundBacklog = 3
         channel = EmbeddedChannel()
         let loop = ConnectionLoop(eventLoop: channel.embeddedEventLoop)
         let connection = WebSocketConnection(relay: relay, limits: limits, metrics: RelayMetrics(factory: NOOPMetricsHandler.instance),
                                              loop: loop, logger: TestRelay.logger, peer: "127.0.0.1")
+        self.connection = connection
         try channel.pipeline.syncOperations.addHandler(connection)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).get()
     }
@@ -31,6 +34,7 @@ final class WebSocketConnectionTests: XCTestCase {
     override func tearDown() {
         _ = try? channel.finish()
         channel = nil
+        connection = nil
     }
 
     private func send(_ frame: WebSocketFrame) throws {
@@ -104,6 +108,21 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertTrue(try written().isEmpty)
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         XCTAssertEqual(closeCode(try written().last), 1008)
+    }
+
+    func testASlowClientDroppedForItsBacklogGetsClose1008AheadOfTheQueue() throws {
+        // The client stopped reading: messages queue up until the backlog limit (3 here) is passed.
+        channel.isWritable = false
+        for index in 1...4 { connection.enqueue(EncodedMessage(.object([("type", .string("note")), ("n", .int(Int64(index)))]))) }
+        let frames = try written()
+        XCTAssertEqual(frames.map(\.opcode), [.connectionClose], "the close frame goes out, none of the queued messages")
+        XCTAssertEqual(closeCode(frames.first), 1008)
+        // Once the frame is written the connection ends (a socket that never takes it: after the timeout).
+        channel.embeddedEventLoop.run()
+        XCTAssertFalse(channel.isActive)
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        XCTAssertTrue(try written().isEmpty, "nothing queued before the close is written after it")
     }
 
     func testAClientsCloseFrameIsAnswered() throws {

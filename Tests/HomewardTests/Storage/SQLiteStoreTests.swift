@@ -36,6 +36,38 @@ final class SQLiteStoreTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: path))
     }
 
+    func testTheDirectoryIsOwnerOnlyAndTheDatabaseAndItsWALFilesTooWhateverTheUmask() async throws {
+        let previous = umask(0)
+        defer { umask(previous) }
+        let store = try open()
+        try await store.apply([.createUser(UserProfile(username: "ann", name: "Ann"), passwordHash: "x", at: 1)])
+        XCTAssertEqual(try mode(of: directory.appendingPathComponent("data").path), 0o700)
+        // The -wal and -shm files exist while the database is open.
+        for file in [path, path + "-wal", path + "-shm"] { XCTAssertEqual(try mode(of: file), 0o600, file) }
+        try store.close()
+    }
+
+    func testAnExistingWorldReadableDatabaseIsMadeOwnerOnly() async throws {
+        let previous = umask(0)
+        defer { umask(previous) }
+        let first = try open()
+        try await first.apply([.createUser(UserProfile(username: "ann", name: "Ann"), passwordHash: "x", at: 1)])
+        try first.close()
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            XCTAssertEqual(chmod(file, 0o644), 0)
+        }
+        let store = try open()
+        try await store.apply([.createUser(UserProfile(username: "bo", name: "Bo"), passwordHash: "x", at: 2)])
+        for file in [path, path + "-wal", path + "-shm"] { XCTAssertEqual(try mode(of: file), 0o600, file) }
+        try store.close()
+    }
+
+    private func mode(of path: String) throws -> mode_t {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return info.st_mode & 0o777
+    }
+
     func testInMemoryStore() async throws {
         let store = try SQLiteStore.inMemory()
         try await store.apply([

@@ -37,7 +37,9 @@ final class RelayProcess: Sendable {
         process.executableURL = try Self.executable()
         process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
                              "--pbkdf2-iterations", "210000", "--log-level", "info",
-                             "--registrations-per-address", "0"] + arguments
+                             "--registrations-per-address", "0",
+                             // Relays started at once must not compete for the metrics listener's default port.
+                             "--metrics-listen", "127.0.0.1:0"] + arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output

@@ -49,17 +49,18 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 }
 
-/// One HTTPS request to `127.0.0.1:port` (server name `localhost`), trusting only `caPath`.
-func httpsRequest(port: Int, caPath: String, method: HTTPMethod = .GET, path: String,
+/// One HTTPS request to `127.0.0.1:port` (server name `localhost`), trusting only `caPath`; plain HTTP
+/// when `caPath` is nil (the metrics listener).
+func httpsRequest(port: Int, caPath: String?, method: HTTPMethod = .GET, path: String,
                   headers extra: [(String, String)] = [], timeout: Double = 10) async throws -> TestHTTPResponse {
-    let sslContext = try TestClient.tlsContext(trusting: caPath)
+    let sslContext = try caPath.map { try TestClient.tlsContext(trusting: $0) }
     return try await withTimeout(timeout, "\(method) \(path)") {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: "localhost"))
+                    if let sslContext { try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: "localhost")) }
                     try sync.addHTTPClientHandlers()
                     return channel
                 }
