@@ -117,6 +117,7 @@ public enum TLSFactory {
         configuration.minimumTLSVersion = .tlsv12
         // TLS 1.2 only with forward-secret AEAD suites, as on the OpenSSL backend (TLS 1.3's are all AEAD).
         configuration.cipherSuites = "ECDHE+AESGCM:ECDHE+CHACHA20"
+        configuration.applicationProtocols = ["http/1.1"]
         configuration.certificateVerification = .none
         return configuration
     }
