@@ -91,11 +91,27 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The system's libssl (Debian libssl-dev, found with pkg-config), with a few inline C wrappers for
+        // OpenSSL's function-like macros.
+        .systemLibrary(
+            name: "CHomewardOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // A TLS server handler for NIO on the system's OpenSSL (--tls-backend openssl).
+        .target(
+            name: "HomewardOpenSSL",
+            dependencies: [
+                "CHomewardOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "HomewardServer",
             dependencies: [
                 "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
-                "HomewardWebPush",
+                "HomewardWebPush", "HomewardOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -172,6 +188,16 @@ let package = Package(
                 "HomewardCore", "HomewardProtocol", "HomewardStorage", "HomewardCluster", "HomewardPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "HomewardOpenSSLTests",
+            dependencies: [
+                "HomewardOpenSSL", "HomewardServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(

@@ -20,6 +20,8 @@ public struct RelayConfiguration: Sendable {
     /// PEM certificate chain and key; when both are nil a development CA and certificate are made in the data directory.
     public var tlsCertificatePath: String?
     public var tlsPrivateKeyPath: String?
+    /// The TLS library that serves connections: the system's OpenSSL or swift-nio-ssl's BoringSSL.
+    public var tlsBackend = TLSBackend.nioSSL
     public var eventLoopThreads = System.coreCount
     public var limits = ConnectionLimits()
     public var relayLimits = RelayLimits()

@@ -39,8 +39,8 @@ public struct RelayServer: Sendable {
         }
         let tls = try resolveTLS()
         let site = try loadWebSite()
-        let sslContext = try NIOSSLContext(configuration: TLSFactory.serverConfiguration(
-            certificatePath: tls.certificate, privateKeyPath: tls.privateKey))
+        let serverTLS = try ServerTLS.make(config.tlsBackend, certificatePath: tls.certificate,
+                                           privateKeyPath: tls.privateKey, logger: logger)
 
         let store = try await OpenedStore.open(config, logger: logger)
         let vapidKey: VAPIDKey
@@ -96,7 +96,7 @@ public struct RelayServer: Sendable {
         let metricsAccess = MetricsAccess(token: config.metricsToken)
         let origins = OriginPolicy(config.webSocketOrigins(port: config.port))
         let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
-                                       unauthenticated: unauthenticated, sslContext: sslContext, logger: logger,
+                                       unauthenticated: unauthenticated, tls: serverTLS, logger: logger,
                                        exposition: { prometheus.emitToBuffer() }, site: site,
                                        vapidPublicKey: vapidKey.publicKeyBase64URL, trustedProxies: config.proxyProtocolFrom,
                                        metricsAccess: metricsAccess, origins: origins)
@@ -319,7 +319,7 @@ struct PipelineFactory: Sendable {
     let metrics: RelayMetrics
     let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
-    let sslContext: NIOSSLContext
+    let tls: ServerTLS
     let logger: Logger
     let exposition: @Sendable () -> [UInt8]
     let site: WebSite
@@ -361,7 +361,7 @@ struct PipelineFactory: Sendable {
     /// when it came through a balancer).
     func serve(_ channel: any Channel, peer address: String, slot: UnauthenticatedConnections.Slot) throws {
         let sync = channel.pipeline.syncOperations
-        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+        try tls.addHandler(to: sync)
         let http = HTTPHandler(metrics: exposition, site: site, vapidPublicKey: vapidPublicKey,
                                metricsAccess: metricsAccess, origins: origins)
         let handshakeTimer = HandshakeTimer(timeout: .nanoseconds(Int64(limits.handshakeTimeout * 1e9)))

@@ -1,4 +1,5 @@
 import Foundation
+import HomewardOpenSSL
 import NIOSSL
 import SwiftASN1
 import X509
@@ -75,7 +76,7 @@ public enum TLSSetupError: Error, CustomStringConvertible, Sendable {
 
 /// Builds the relay's server-side TLS configuration from PEM files.
 public enum TLSFactory {
-    /// A TLS 1.2+ server configuration that presents the chain in `certificatePath` (leaf first, then
+    /// A TLS 1.2+ server configuration for swift-nio-ssl that presents the chain in `certificatePath` (leaf first, then
     /// any intermediates) with the key in `privateKeyPath`, and asks clients for no certificate.
     ///
     /// - Throws: `TLSSetupError` naming the file and the problem.
@@ -114,8 +115,41 @@ public enum TLSFactory {
             privateKey: .privateKey(key)
         )
         configuration.minimumTLSVersion = .tlsv12
+        // TLS 1.2 only with forward-secret AEAD suites, as on the OpenSSL backend (TLS 1.3's are all AEAD).
+        configuration.cipherSuites = "ECDHE+AESGCM:ECDHE+CHACHA20"
+        configuration.applicationProtocols = ["http/1.1"]
         configuration.certificateVerification = .none
         return configuration
+    }
+
+    /// The same server on the system's OpenSSL: the same files, the same checks and messages, with the
+    /// policy of `OpenSSLServerContext` (TLS 1.2 and 1.3, no client certificate).
+    ///
+    /// - Throws: `TLSSetupError` naming the file and the problem.
+    public static func openSSLContext(
+        certificatePath: String, privateKeyPath: String, now: Date = Date()
+    ) throws -> OpenSSLServerContext {
+        let chainText = try readPEM(certificatePath, role: "certificate chain")
+        let keyText = try readPEM(privateKeyPath, role: "private key")
+        guard chainText.contains("-----BEGIN CERTIFICATE-----") else {
+            throw TLSSetupError.noCertificates(path: certificatePath)
+        }
+        if keyText.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || keyText.contains("Proc-Type: 4,ENCRYPTED") {
+            throw TLSSetupError.encryptedPrivateKey(path: privateKeyPath)
+        }
+        try checkLeaf(chainText: chainText, keyText: keyText, certificatePath: certificatePath,
+                      privateKeyPath: privateKeyPath, now: now)
+        do {
+            return try OpenSSLServerContext(certificateChainPath: certificatePath, privateKeyPath: privateKeyPath)
+        } catch let error as OpenSSLSetupError {
+            switch error {
+            case .certificateChain(let path, let reason): throw TLSSetupError.invalidCertificate(path: path, reason: reason)
+            case .privateKey(let path, let reason): throw TLSSetupError.invalidPrivateKey(path: path, reason: reason)
+            case .keyDoesNotMatchCertificate:
+                throw TLSSetupError.keyDoesNotMatchCertificate(certificatePath: certificatePath, privateKeyPath: privateKeyPath)
+            case .context(let reason): throw TLSSetupError.certificateGenerationFailed(what: "an OpenSSL server context", reason: reason)
+            }
+        }
     }
 
     /// Catches the two mistakes BoringSSL reports least clearly: a key from another certificate, and an

@@ -52,6 +52,11 @@ struct RelayOptions: ParsableArguments {
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.")
     var tlsKey: String?
 
+    @Option(name: .customLong("tls-backend"), help: ArgumentHelp(
+        "The TLS library that serves connections: openssl (the system's libssl, updated by the distribution's security updates) or nio-ssl (swift-nio-ssl's BoringSSL, built into this binary). [default: nio-ssl]",
+        valueName: "openssl|nio-ssl"))
+    var tlsBackend: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. [default: info]")
     var logLevel: String?
 
@@ -182,6 +187,10 @@ struct RelayOptions: ParsableArguments {
         }
         config.tlsCertificatePath = try env.value(tlsCert, "tls-cert")
         config.tlsPrivateKeyPath = try env.value(tlsKey, "tls-key")
+        if let name = try env.value(tlsBackend, "tls-backend") {
+            guard let backend = TLSBackend(name) else { throw ValidationError("tls-backend must be openssl or nio-ssl, not '\(name)'") }
+            config.tlsBackend = backend
+        }
         config.eventLoopThreads = try env.value(threads, "threads") ?? config.eventLoopThreads
         config.limits.maxMessageBytes = try env.value(maxMessageBytes, "max-message-bytes") ?? config.limits.maxMessageBytes
         config.limits.authenticationTimeout = try env.value(authTimeout, "auth-timeout") ?? config.limits.authenticationTimeout

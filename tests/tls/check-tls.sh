@@ -144,9 +144,28 @@ control_client_legacy
 check "control: this openssl client can negotiate TLS 1.0 with SECLEVEL=0 (so a refusal below is the relay's)" $?
 
 # ------------------------------------------------------------------ relay 1: development certificate
+backend="${HOMEWARD_TLS_BACKEND:-nio-ssl}"
+echo "== TLS backend: $backend (HOMEWARD_TLS_BACKEND)"
+ldd "$relay_bin" | grep -q "libssl.so.3"
+check "the relay is linked against the system's libssl.so.3" $? "$(ldd "$relay_bin" | grep -i ssl)"
+
+out="$(timeout 20 "$relay_bin" --host 127.0.0.1 --port 0 --data-dir "$work/bad-backend" --tls-backend gnutls 2>&1)"
+rc=$?
+[ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "tls-backend must be openssl or nio-ssl"
+check "--tls-backend gnutls is refused with a clear message" $? "$out"
+out="$(HOMEWARD_TLS_BACKEND=boringssl timeout 20 "$relay_bin" --host 127.0.0.1 --port 0 --data-dir "$work/bad-backend" 2>&1)"
+rc=$?
+[ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "tls-backend must be openssl or nio-ssl"
+check "HOMEWARD_TLS_BACKEND=boringssl is refused with a clear message" $? "$out"
+
 echo "== relay with the generated development certificate"
 if start_relay dev; then
     ca="$data/certs/dev-ca.pem"
+    case "$backend" in
+        openssl) grep -q "TLS by the system's OpenSSL" "$log" ;;
+        *) grep -q "TLS by swift-nio-ssl" "$log" ;;
+    esac
+    check "the relay logs that $backend serves TLS" $? "$(grep -i 'TLS by' "$log")"
     [ -s "$ca" ]; check "dev CA written to the data dir ($ca)" $?
     grep -q "dev-ca.pem" "$log"; check "relay logs the dev CA path" $?
 
@@ -170,6 +189,56 @@ if start_relay dev; then
     s_client -servername localhost -verify_return_error -CApath /nonexistent -CAfile /dev/null
     [ "$rc" -ne 0 ]
     check "without the dev CA the server certificate does not verify" $? "$out"
+
+    # ALPN: http/1.1 is chosen when offered; a client offering only other protocols still connects.
+    s_client -servername localhost -CAfile "$ca" -alpn http/1.1
+    [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "^ALPN protocol: http/1.1"
+    check "ALPN: http/1.1 offered, http/1.1 chosen" $? "$(printf '%s\n' "$out" | grep -i alpn)"
+    s_client -servername localhost -CAfile "$ca" -alpn h2
+    [ "$rc" -eq 0 ] && [ -n "$(negotiated)" ]
+    check "ALPN: a client offering only h2 still connects" $? "$out"
+
+    # SNI: any name is accepted (one certificate serves all); no SNI at all works too.
+    s_client -servername homeward.invalid -CAfile "$ca"
+    [ -n "$(negotiated)" ]
+    check "SNI: a handshake naming another server still completes" $? "$out"
+    s_client -noservername -CAfile "$ca"
+    [ -n "$(negotiated)" ]
+    check "SNI: a handshake without a server name completes" $? "$out"
+
+    # Ciphers: TLS 1.2 only with forward-secret AEAD suites.
+    for weak in AES128-SHA AES256-GCM-SHA384 ECDHE-RSA-AES128-SHA ECDHE-ECDSA-AES128-SHA DES-CBC3-SHA; do
+        s_client -tls1_2 -cipher "$weak:@SECLEVEL=0" -servername localhost
+        [ -z "$(negotiated)" ]
+        check "TLS 1.2 cipher $weak (no forward secrecy or no AEAD) refused" $? "$(printf '%s\n' "$out" | grep -E '^New|Cipher')"
+    done
+    s_client -tls1_2 -cipher 'ECDHE+AESGCM:ECDHE+CHACHA20' -servername localhost -CAfile "$ca"
+    printf '%s' "$out" | grep -Eq "^New, TLSv1.2, Cipher is ECDHE-(RSA|ECDSA)-(AES(128|256)-GCM-SHA(256|384)|CHACHA20-POLY1305)"
+    check "TLS 1.2 negotiates an ECDHE AEAD suite" $? "$(printf '%s\n' "$out" | grep -E '^New')"
+
+    # No compression (CRIME).
+    s_client -servername localhost -CAfile "$ca" -tls1_2
+    printf '%s' "$out" | grep -q "^Compression: NONE"
+    check "no TLS compression" $? "$(printf '%s\n' "$out" | grep -i compression)"
+
+    # No renegotiation: a TLS 1.2 client asking to renegotiate ("R" on s_client's input) gets no second handshake.
+    reneg="$( (sleep 1; echo R; sleep 2) | timeout 10 openssl s_client -connect "127.0.0.1:$port" -tls1_2 -servername localhost -CAfile "$ca" 2>&1)"
+    handshakes="$(printf '%s\n' "$reneg" | grep -c '^depth=0')"
+    printf '%s' "$reneg" | grep -q "^RENEGOTIATING" && [ "$handshakes" -eq 1 ]
+    check "TLS 1.2 renegotiation refused (server certificate seen $handshakes time(s))" $? "$(printf '%s\n' "$reneg" | grep -Ei 'reneg|alert|depth=0|error' | head -8)"
+
+    # Session tickets: a second connection resumes the first one's session. swift-nio-ssl's server does
+    # not resume TLS 1.3 sessions for s_client, so that one is checked on the OpenSSL backend only.
+    versions="-tls1_2"
+    [ "$backend" = "openssl" ] && versions="-tls1_2 -tls1_3"
+    for version in $versions; do
+        rm -f "$work/session.pem"
+        ( sleep 1 ) | timeout 10 openssl s_client -connect "127.0.0.1:$port" $version -servername localhost -CAfile "$ca" \
+            -sess_out "$work/session.pem" >/dev/null 2>&1
+        s_client $version -servername localhost -CAfile "$ca" -sess_in "$work/session.pem"
+        printf '%s' "$out" | grep -q "^Reused, TLSv1"
+        check "session ticket resumption ($version)" $? "$(printf '%s\n' "$out" | grep -E '^(New|Reused)')"
+    done
 
     served_chain "$work/dev-served.pem"
     openssl verify -CAfile "$ca" -verify_hostname localhost "$work/dev-served.pem" >/dev/null 2>&1

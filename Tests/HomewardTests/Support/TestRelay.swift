@@ -39,6 +39,10 @@ final class TestRelay: Sendable {
         config.passwordHasher = .forTests
         // Every test client connects from 127.0.0.1; tests of the limit set it themselves.
         config.relayLimits.registrationsPerAddress = 0
+        // HOMEWARD_TLS_BACKEND=openssl swift test runs every end-to-end test on the other TLS library.
+        if let name = ProcessInfo.processInfo.environment["HOMEWARD_TLS_BACKEND"], let backend = TLSBackend(name) {
+            config.tlsBackend = backend
+        }
         configure(&config)
         config.dataDirectory = directory
         do {
