@@ -98,7 +98,7 @@ extension Relay: BusReceiver {
     func fetchLastPosition(of walker: String?, for askers: [String]) async -> Set<String> {
         guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
               let answer = await bus.lastPosition(of: walker, for: askers) else { return [] }
-        if let position = answer.position { presence.setRemotePosition(position, of: walker) }
+        if !answer.last.isEmpty { presence.setRemotePosition(answer.last, of: walker) }
         return answer.hiddenFrom
     }
 
@@ -161,7 +161,7 @@ extension Relay: BusReceiver {
             guard !recipients.isEmpty else { continue }
             let hidden = await fetchLastPosition(of: walker, for: recipients)
             recipients.removeAll { hidden.contains($0) }
-            guard !recipients.isEmpty, let position = presence.lastPosition(walker) else { continue }
+            guard !recipients.isEmpty, let position = presence.lastPosition(of: walker, shownTo: recipients) else { continue }
             catchUps.append((EncodedMessage(Event.position(from: walker, position).json, positionFrom: walker), recipients))
         }
         return catchUps
@@ -325,9 +325,10 @@ extension Relay: BusReceiver {
 
     func currentDigest() -> PresenceDigest {
         let online = presence.localUsers()
-        var positions: [String: Position] = [:]
+        var positions: [String: LastPosition] = [:]
         for owner in state.owners where presence.connectionCount(of: owner) > 0 {
-            positions[owner] = presence.lastPosition(owner)
+            let last = presence.lastPositions(owner)
+            if !last.isEmpty { positions[owner] = last }
         }
         return PresenceDigest(node: node, online: online, lastSeen: recentlyOffline, positions: positions)
     }
