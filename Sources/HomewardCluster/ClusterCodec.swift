@@ -52,7 +52,7 @@ public enum ClusterCodec {
             ("online", .strings(digest.online)),
             ("full", .bool(digest.full)),
             ("lastSeen", .object(digest.lastSeen.map { ($0.key, JSONValue.int($0.value)) })),
-            ("positions", .object(digest.positions.map { ($0.key, JSONValue.object($0.value.jsonMembers())) })),
+            ("positions", .object(digest.positions.map { ($0.key, encode($0.value)) })),
         ]))
     }
 
@@ -67,8 +67,9 @@ public enum ClusterCodec {
             for (username, time) in members { if case .int(let ms) = time { digest.lastSeen[username] = ms } }
         }
         if case .object(let members)? = json["positions"] {
+            // One that cannot be read is left out (never taken for a position hidden from nobody).
             for (username, object) in members {
-                if let position = try? Position(from: object, now: 0) { digest.positions[username] = position }
+                if let last = try? decodeLastPosition(object), !last.isEmpty { digest.positions[username] = last }
             }
         }
         return digest
@@ -79,11 +80,7 @@ public enum ClusterCodec {
     /// `{"allBut": [names]}`), a newline, then the event's text. The event is encoded once, by its relay.
     static func encode(_ message: EncodedMessage, restriction: PositionRestriction?) -> ByteBuffer {
         guard let restriction else { return message.bytes }
-        let header: JSONValue = switch restriction {
-        case .only(let names): .object([("only", .strings(names.sorted()))])
-        case .allBut(let names): .object([("allBut", .strings(names.sorted()))])
-        }
-        var payload = JSONWriter.encode(header)
+        var payload = JSONWriter.encode(encode(restriction))
         payload.writeInteger(UInt8(ascii: "\n"))
         var text = message.bytes
         payload.writeBuffer(&text)
@@ -102,16 +99,53 @@ public enum ClusterCodec {
               text.readableBytesView.first == UInt8(ascii: "{") else {
             throw DecodingError.malformed("a position without its event after the header")
         }
-        guard case .object(let members) = try parse(head), members.count == 1, case .array(let list) = members[0].1 else {
-            throw DecodingError.malformed("a position header that is not one list")
+        return (try decodeRestriction(try parse(head)), text)
+    }
+
+    /// A restriction: `{"only": [names]}` or `{"allBut": [names]}`.
+    static func encode(_ restriction: PositionRestriction) -> JSONValue {
+        switch restriction {
+        case .only(let names): .object([("only", .strings(names.sorted()))])
+        case .allBut(let names): .object([("allBut", .strings(names.sorted()))])
+        }
+    }
+
+    static func decodeRestriction(_ json: JSONValue) throws -> PositionRestriction {
+        guard case .object(let members) = json, members.count == 1, case .array(let list) = members[0].1 else {
+            throw DecodingError.malformed("a position restriction that is not one list")
         }
         let names = list.compactMap(\.stringValue)
-        guard names.count == list.count else { throw DecodingError.malformed("a position header with a name that is not a string") }
+        guard names.count == list.count else { throw DecodingError.malformed("a position restriction with a name that is not a string") }
         switch members[0].0 {
-        case "only": return (.only(Set(names)), text)
-        case "allBut": return (.allBut(Set(names)), text)
-        default: throw DecodingError.malformed("a position header with \(members[0].0)")
+        case "only": return .only(Set(names))
+        case "allBut": return .allBut(Set(names))
+        default: throw DecodingError.malformed("a position restriction with \(members[0].0)")
         }
+    }
+
+    /// A walker's last positions (`LastPosition`): `{"position": p, "restriction": r, "unrestricted": p}`,
+    /// each member absent when nil (`unrestricted` also when it is `position` itself).
+    static func encode(_ last: LastPosition) -> JSONValue {
+        var members: [(String, JSONValue)] = []
+        if let latest = last.latest { members.append(("position", latest.json)) }
+        if let restriction = last.restriction {
+            members.append(("restriction", encode(restriction)))
+            if let unrestricted = last.unrestricted { members.append(("unrestricted", unrestricted.json)) }
+        }
+        return .object(members)
+    }
+
+    static func decodeLastPosition(_ json: JSONValue) throws -> LastPosition {
+        guard case .object = json else { throw DecodingError.malformed("last positions that are not an object") }
+        func position(_ name: String) throws -> Position? {
+            guard let value = json[name] else { return nil }
+            guard case .object = value, let position = try? Position(from: value, now: 0) else {
+                throw DecodingError.malformed("a bad \(name) in last positions")
+            }
+            return position
+        }
+        let restriction = try json["restriction"].map(decodeRestriction)
+        return LastPosition(latest: try position("position"), restriction: restriction, unrestricted: try position("unrestricted"))
     }
 
     /// A request for a walker's last position (`hw.last.<walker>`), naming whom it is for.
@@ -128,23 +162,19 @@ public enum ClusterCodec {
 
     static func encode(_ answer: LastPositionAnswer) -> ByteBuffer {
         JSONWriter.encode(.object([
-            ("position", answer.position.map { .object($0.jsonMembers()) } ?? .null),
+            ("last", encode(answer.last)),
             ("hidden", .strings(answer.hiddenFrom.sorted())),
         ]))
     }
 
     static func decodeLastPositionAnswer(_ payload: ByteBuffer) throws -> LastPositionAnswer {
         let json = try parse(payload)
-        guard case .array(let hidden)? = json["hidden"], let position = json["position"] else {
-            throw DecodingError.malformed("a last-position answer without position or hidden")
+        guard case .array(let hidden)? = json["hidden"], let last = json["last"] else {
+            throw DecodingError.malformed("a last-position answer without last or hidden")
         }
         let names = hidden.compactMap(\.stringValue)
         guard names.count == hidden.count else { throw DecodingError.malformed("a last-position answer with a name that is not a string") }
-        if position == .null { return LastPositionAnswer(position: nil, hiddenFrom: Set(names)) }
-        guard case .object = position, let decoded = try? Position(from: position, now: 0) else {
-            throw DecodingError.malformed("a last-position answer with a bad position")
-        }
-        return LastPositionAnswer(position: decoded, hiddenFrom: Set(names))
+        return LastPositionAnswer(last: try decodeLastPosition(last), hiddenFrom: Set(names))
     }
 
     private static func parse(_ payload: ByteBuffer) throws -> JSONValue {

@@ -49,4 +49,14 @@ public struct Alarm: Sendable, Equatable {
     public func info(owner profile: UserProfile) -> AlarmInfo {
         AlarmInfo(id: id, from: profile, text: text, position: position, createdAt: createdAt, acked: acked, isAutomatic: auto)
     }
+
+    /// The alarm as share-link viewers see it: without its position. An alarm overrides pauses for its
+    /// recipients only; its position may have been sent while the owner was paused from everyone (viewers
+    /// included), which nothing stored tells later. Viewers see where the owner is from their `pos`
+    /// events, which pauses govern.
+    public func viewerInfo(owner profile: UserProfile) -> AlarmInfo {
+        var info = info(owner: profile)
+        info.position = nil
+        return info
+    }
 }

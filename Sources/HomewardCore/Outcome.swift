@@ -13,10 +13,10 @@ public struct Outcome: Sendable {
     public var raisedAlarms: [String] = []
     /// Share-link viewers (`ShareLink.viewerKey`) to close with 1000 once the events are sent.
     public var closeViewers: [String] = []
-    /// When set, the reply's `position` is this user's last position as it is once the audience
-    /// changes are applied, not when the rule ran: a position that arrives while the change is being
-    /// stored then reaches the new observer in the reply or by fan-out, never in neither.
-    public var replyPositionOf: String?
+    /// When set, the reply's `position` is `of`'s last position shown to `shownTo` as it is once the
+    /// audience changes are applied, not when the rule ran: a position that arrives while the change is
+    /// being stored then reaches the new observer in the reply or by fan-out, never in neither.
+    public var replyPosition: (of: String, shownTo: String)?
 
     public init() {}
 

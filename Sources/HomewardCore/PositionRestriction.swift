@@ -21,20 +21,27 @@ public enum PositionRestriction: Sendable, Equatable {
 /// The walker's relay's answer to another relay asking for the walker's last position on behalf of some
 /// users (`RelayBus.lastPosition(of:for:)`).
 public struct LastPositionAnswer: Sendable, Equatable {
-    /// The walker's last position; nil when they sent none, or when a pause hides them from every asker.
-    public var position: Position?
+    /// The walker's last positions, each with the restriction it was sent under, for the asking relay to
+    /// keep and show by the same rule (`LastPosition.shown(to:)`); empty when they sent none, or when a
+    /// pause hides them from every asker.
+    public var last: LastPosition
     /// The askers a pause hides the walker from now: they must not be shown any position of theirs.
     public var hiddenFrom: Set<String>
 
-    public init(position: Position?, hiddenFrom: Set<String> = []) {
-        self.position = position
+    public init(last: LastPosition, hiddenFrom: Set<String> = []) {
+        self.last = last
         self.hiddenFrom = hiddenFrom
     }
 
-    /// The answer for `askers` of a walker whose last position is `position` and whose positions are
-    /// restricted by `restriction` (nil: no pause).
-    public init(position: Position?, restriction: PositionRestriction?, askers: [String]) {
+    /// An answer with one position hidden from nobody (or none).
+    public init(position: Position?, hiddenFrom: Set<String> = []) {
+        self.init(last: LastPosition(position), hiddenFrom: hiddenFrom)
+    }
+
+    /// The answer for `askers` of a walker whose last positions are `last` and whose positions are
+    /// restricted now by `restriction` (nil: no pause).
+    public init(last: LastPosition, restriction: PositionRestriction?, askers: [String]) {
         let hidden = Set(askers.filter { restriction?.hides($0) ?? false })
-        self.init(position: !askers.isEmpty && hidden.count == Set(askers).count ? nil : position, hiddenFrom: hidden)
+        self.init(last: !askers.isEmpty && hidden.count == Set(askers).count ? LastPosition() : last, hiddenFrom: hidden)
     }
 }

@@ -25,7 +25,8 @@ public final class PresenceTable: PresenceView, Sendable {
         /// Other relays this user is connected to (from their presence digests).
         var remoteNodes: Set<String> = []
         var lastSeen: Int64?
-        var lastPosition: Position?
+        /// The last position with the restriction it was sent under (`LastPosition`).
+        var last = LastPosition()
         /// The last position of this user (connected to another relay) that this relay delivered and that no
         /// pause restricted, as that relay encoded it: read (`lastPosition`) only when someone asks, such as
         /// `session.lost` when that relay dies, so the hot path only keeps a reference.
@@ -41,7 +42,8 @@ public final class PresenceTable: PresenceView, Sendable {
         /// relay has not heard of yet.
         var owner = false
         /// For a user with pauses, whom their positions may reach on other relays (which may not have
-        /// applied a pause yet); also whom this relay's answer to `hw.last` hides their position from.
+        /// applied a pause yet); also whom this relay's answer to `hw.last` hides their position from, and
+        /// the restriction each position they send is recorded under (`last`).
         var restriction: PositionRestriction?
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []
@@ -229,10 +231,11 @@ public final class PresenceTable: PresenceView, Sendable {
         }
     }
 
-    /// A walker's last position as another relay saw it; kept unless the walker is connected here.
-    public func setRemotePosition(_ position: Position, of username: String) {
+    /// A walker's last positions as another relay holds them (with their restrictions); kept unless the
+    /// walker is connected here.
+    public func setRemotePosition(_ last: LastPosition, of username: String) {
         withEntry(username) { entry in
-            if entry.sinks.isEmpty { entry.lastPosition = position }
+            if entry.sinks.isEmpty { entry.last = last }
         }
     }
 
@@ -273,18 +276,20 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     /// Answers another relay asking for `username`'s last position on behalf of `askers`: nil when they are
-    /// not connected here, else the position unless their pauses hide them from every asker, and whom they
-    /// hide them from. One lock; the pauses are as the relay last set them (`setOwner`).
+    /// not connected here, else their last positions (with the restrictions each was sent under) unless their
+    /// pauses hide them from every asker, and whom they hide them from. One lock; the pauses are as the
+    /// relay last set them (`setOwner`).
     public func lastPositionAnswer(of username: String, for askers: [String]) -> LastPositionAnswer? {
         read(username) { entry in
             guard let entry, !entry.sinks.isEmpty else { return nil }
-            return LastPositionAnswer(position: entry.lastPosition, restriction: entry.restriction, askers: askers)
+            return LastPositionAnswer(last: entry.last, restriction: entry.restriction, askers: askers)
         }
     }
 
     // MARK: The fan-out
 
-    /// Stores `position` as the sender's last; says who must receive it and whether it ends a walk.
+    /// Stores `position` as the sender's last, with the restriction it goes out under (so that whom a pause
+    /// hides it from is never shown it later); says who must receive it and whether it ends a walk.
     /// One lock: the sender's shard.
     public func fanout(_ position: Position, from username: String, now: Int64) -> Fanout {
         shard(of: username).entries.withLock { entries in
@@ -294,7 +299,7 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
-        entry.lastPosition = position
+        entry.last.record(position, restriction: entry.restriction)
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
         fanout.restriction = entry.restriction
@@ -338,10 +343,31 @@ public final class PresenceTable: PresenceView, Sendable {
     /// The newest of the user's position here, the one their relay's digest or answer gave, and the last one
     /// delivered here from their relay.
     public func lastPosition(_ username: String) -> Position? {
-        let (known, delivered) = read(username) { ($0?.lastPosition, $0?.deliveredRemotely) }
-        guard let delivered, let event = try? JSONParser.parse(delivered.bytes.readableBytesView),
-              let position = try? Position(from: event, now: 0) else { return known }
-        guard let known else { return position }
-        return position.ts > known.ts ? position : known
+        let (last, delivered) = read(username) { ($0?.last.latest, $0?.deliveredRemotely) }
+        return Self.newer(last, Self.position(in: delivered))
+    }
+
+    /// The newest position none of `askers` was hidden from: by the `LastPosition` rule, or the last one this
+    /// relay delivered from another relay with no pause restricting it, whichever is newer.
+    public func lastPosition(of username: String, shownTo askers: [String]) -> Position? {
+        let (shown, delivered) = read(username) { ($0?.last.shown(to: askers), $0?.deliveredRemotely) }
+        return Self.newer(shown, Self.position(in: delivered))
+    }
+
+    /// The record itself, for the presence digest (other relays show it by the same rule).
+    public func lastPositions(_ username: String) -> LastPosition {
+        read(username) { $0?.last ?? LastPosition() }
+    }
+
+    /// A position event another relay encoded, read back (only when someone asks for it).
+    private static func position(in message: EncodedMessage?) -> Position? {
+        guard let message, let event = try? JSONParser.parse(message.bytes.readableBytesView) else { return nil }
+        return try? Position(from: event, now: 0)
+    }
+
+    private static func newer(_ a: Position?, _ b: Position?) -> Position? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return b.ts > a.ts ? b : a
     }
 }

@@ -98,7 +98,7 @@ extension Relay: BusReceiver {
     func fetchLastPosition(of walker: String?, for askers: [String]) async -> Set<String> {
         guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
               let answer = await bus.lastPosition(of: walker, for: askers) else { return [] }
-        if let position = answer.position { presence.setRemotePosition(position, of: walker) }
+        if !answer.last.isEmpty { presence.setRemotePosition(answer.last, of: walker) }
         return answer.hiddenFrom
     }
 
@@ -152,11 +152,13 @@ extension Relay: BusReceiver {
     /// relay knew, which may be none or a second old when the walker's relay died (it heard of them only
     /// through digests). This relay may have delivered a newer one to its observers just before: they get
     /// that one. Only a position no pause restricted is kept here, and none is shown while the walker has
-    /// any pause, as the rules decide for every `session.lost` (`RelayState.visibleLastPosition`).
+    /// any pause, nor one a pause hid from any observer when it was sent, as the rules decide for every
+    /// `session.lost` (`RelayState.visibleLastPosition`).
     func withLastPositionDeliveredHere(_ message: JSONValue) -> JSONValue {
         guard message["type"] == "session.lost", case .sessionLost(let id, let told, let since)? = Event(json: message),
-              let owner = state.sessions[id]?.owner, !state.hasPauses(owner),
-              let delivered = presence.lastPosition(owner), told.map({ delivered.ts > $0.ts }) ?? true else { return message }
+              let session = state.sessions[id],
+              let delivered = state.visibleLastPosition(of: session.owner, to: session.observers, presence: presence),
+              told.map({ delivered.ts > $0.ts }) ?? true else { return message }
         return Event.sessionLost(sessionId: id, lastPosition: delivered, since: since).json
     }
 
@@ -174,7 +176,7 @@ extension Relay: BusReceiver {
             guard !recipients.isEmpty else { continue }
             let hidden = await fetchLastPosition(of: walker, for: recipients)
             recipients.removeAll { hidden.contains($0) }
-            guard !recipients.isEmpty, let position = presence.lastPosition(walker) else { continue }
+            guard !recipients.isEmpty, let position = presence.lastPosition(of: walker, shownTo: recipients) else { continue }
             catchUps.append((EncodedMessage(Event.position(from: walker, position).json, positionFrom: walker), recipients))
         }
         return catchUps
@@ -340,9 +342,10 @@ extension Relay: BusReceiver {
 
     func currentDigest() -> PresenceDigest {
         let online = presence.localUsers()
-        var positions: [String: Position] = [:]
+        var positions: [String: LastPosition] = [:]
         for owner in state.owners where presence.connectionCount(of: owner) > 0 {
-            positions[owner] = presence.lastPosition(owner)
+            let last = presence.lastPositions(owner)
+            if !last.isEmpty { positions[owner] = last }
         }
         return PresenceDigest(node: node, online: online, lastSeen: recentlyOffline, positions: positions)
     }

@@ -158,7 +158,7 @@ public actor Relay {
         self.watchFailures = LoginThrottle(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
         self.helloFailures = LoginThrottle(limit: limits.helloFailuresPerAddress, window: limits.loginFailureWindow)
         presence.seedLastSeen(stored.lastSeen)
-        syncPresence(owners: state.owners)
+        syncPresence(owners: state.owners.union(state.pausedUsers))
         alarmsPending.record(state.alarms.count)
         // Alarm spool: alarms a crash left unstored go back in memory, and are stored by the first read-back.
         try await loadSpool()
@@ -781,11 +781,11 @@ public actor Relay {
         }
     }
 
-    /// The reply, with `position` read now if the rule asked for it (see `Outcome.replyPositionOf`).
+    /// The reply, with `position` read now if the rule asked for it (see `Outcome.replyPosition`).
     private func replyAfterAudience(_ outcome: Outcome) -> [(String, JSONValue)] {
-        guard let owner = outcome.replyPositionOf else { return outcome.reply }
+        guard let target = outcome.replyPosition else { return outcome.reply }
         var reply = outcome.reply
-        let position = presence.lastPosition(owner)?.json ?? .null
+        let position = presence.lastPosition(of: target.of, shownTo: [target.shownTo])?.json ?? .null
         if let index = reply.firstIndex(where: { $0.0 == "position" }) {
             reply[index].1 = position
         } else {
@@ -981,7 +981,8 @@ public actor Relay {
         }
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
-        let before = state.owners
+        // Users with pauses too: their positions are recorded under their restriction, owners or not.
+        let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
         sequencer.reloaded(at: state.loadedChangeCount)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
@@ -997,7 +998,7 @@ public actor Relay {
             readBackAgainLater()
         }
         reloads.increment()
-        syncPresence(owners: before.union(state.owners))
+        syncPresence(owners: before.union(state.owners).union(state.pausedUsers))
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()

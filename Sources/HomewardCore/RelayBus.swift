@@ -111,11 +111,12 @@ public struct PresenceDigest: Sendable, Equatable {
     public var full = true
     /// Users whose last connection to `node` closed since its previous digest, and when.
     public var lastSeen: [String: Int64]
-    /// The last positions of walkers connected to `node` that someone may receive (owners of sessions and alarms).
-    public var positions: [String: Position]
+    /// The last positions of walkers connected to `node` that someone may receive (owners of sessions and
+    /// alarms), each with the restriction it was sent under, so that the others show them by the same rule.
+    public var positions: [String: LastPosition]
 
     public init(node: String, online: [String] = [], full: Bool = true, lastSeen: [String: Int64] = [:],
-                positions: [String: Position] = [:]) {
+                positions: [String: LastPosition] = [:]) {
         self.node = node
         self.online = online
         self.full = full

@@ -35,7 +35,8 @@ extension RelayState {
         outcome.raisedAlarms.append(alarm.id)
         outcome.audienceChanged.insert(owner)
         let info = alarm.info(owner: profile(owner))
-        outcome.send(.alarm(info, repeat: nil), to: recipients + viewerKeys(ofOwner: owner))
+        outcome.send(.alarm(info, repeat: nil), to: recipients)
+        outcome.send(.alarm(alarm.viewerInfo(owner: profile(owner)), repeat: nil), to: viewerKeys(of: alarm))
         outcome.reply = AlarmRaiseReply(
             alarm: info, recipients: recipients.map { AlarmRecipient(username: $0, online: presence.isOnline($0)) },
             pauseOverridden: hasPauses(owner)).fields
@@ -51,7 +52,7 @@ extension RelayState {
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarmAcked(alarmId: id, by: actor), to: [alarm.owner] + alarm.recipients.filter { $0 != actor })
-        outcome.send(.alarmAcknowledged(alarmId: id, by: actor), to: viewerKeys(ofOwner: alarm.owner))
+        outcome.send(.alarmAcknowledged(alarmId: id, by: actor), to: viewerKeys(of: alarm))
         return outcome
     }
 
@@ -63,7 +64,7 @@ extension RelayState {
         var outcome = Outcome()
         outcome.changes.append(.endAlarm(id: id, reason: reason, at: now))
         outcome.audienceChanged.insert(actor)
-        outcome.send(.alarmCancelled(alarmId: id, reason: reason), to: alarm.recipients + viewerKeys(ofOwner: actor))
+        outcome.send(.alarmCancelled(alarmId: id, reason: reason), to: alarm.recipients + viewerKeys(of: alarm))
         return outcome
     }
 

@@ -6,7 +6,8 @@ extension RelayState {
     public static let blockLimit = 1000
 
     /// Blocks `other`: ends a friendship (as `friend.remove` would, so `other` is told it was removed,
-    /// not that it was blocked), withdraws the blocker's own pending request and hides `other`'s.
+    /// not that it was blocked, and their meeting points and unread messages end), withdraws the blocker's
+    /// own pending request and hides `other`'s.
     public mutating func block(_ actor: String, _ other: String, now: Int64) throws(RelayError) -> Outcome {
         guard actor != other else { throw .invalid("you cannot block yourself") }
         try requireUser(other)
@@ -15,6 +16,8 @@ extension RelayState {
             throw .rateLimited("you have blocked \(Self.blockLimit) users; unblock some first")
         }
         var outcome = areFriends(actor, other) ? try removeFriend(actor, other) : Outcome()
+        // Also when they are not friends (any more): nothing of theirs to each other may stay.
+        endMeetingsAndMessages(actor, other, into: &outcome)
         dropRequest(from: actor, to: other, into: &outcome)
         // Their request stays on their side (it looks pending to them); it leaves the blocker's list.
         incoming[actor]?.remove(other)

@@ -70,6 +70,7 @@ extension RelayState {
         unlinkSessionsAndAlarms(actor, other, into: &outcome)
         unlinkSessionsAndAlarms(other, actor, into: &outcome)
         endLocationSharing(actor, other, into: &outcome)
+        endMeetingsAndMessages(actor, other, into: &outcome)
         for (owner, removed) in [(actor, other), (other, actor)] where contacts[owner]?.contains(removed) ?? false {
             contacts[owner]?.removeAll { $0 == removed }
             outcome.changes.append(.setAlarmContacts(owner: owner, contacts[owner] ?? []))

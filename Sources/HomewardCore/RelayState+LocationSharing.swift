@@ -37,7 +37,8 @@ extension RelayState {
         guard areFriends(actor, friend), standing[friend]?.contains(actor) == true, !hiddenElsewhere, !isHidden(friend, from: actor) else {
             throw .forbidden("\(friend) does not share their location with you")
         }
-        let position = presence.lastPosition(friend)
+        // Never one sent while paused from the caller, even when that pause has ended since.
+        let position = presence.lastPosition(of: friend, shownTo: [actor])
         var outcome = Outcome()
         outcome.reply = FriendLocationReply(username: friend, position: position, age: position.map { max(0, now - $0.ts) }).fields
         return outcome
@@ -93,11 +94,16 @@ extension RelayState {
         return hidden.isEmpty ? nil : .allBut(hidden)
     }
 
-    /// The last position that `session.lost` may carry to everyone watching a walk: none while the owner
-    /// has any pause (one event goes to all observers and viewers, so it must suit the most hidden one).
-    func visibleLastPosition(of owner: String, presence: some PresenceView) -> Position? {
-        hasPauses(owner) ? nil : presence.lastPosition(owner)
+    /// The last position that `session.lost` may carry to `recipients` (observers and viewers): none while
+    /// the owner has any pause (one event goes to all of them, so it must suit the most hidden one), and
+    /// never one a pause hid from any of them when it was sent.
+    func visibleLastPosition(of owner: String, to recipients: [String], presence: some PresenceView) -> Position? {
+        hasPauses(owner) ? nil : presence.lastPosition(of: owner, shownTo: recipients)
     }
+
+    /// Users whose pauses the presence table must know (to restrict their positions and record them so),
+    /// owners or not.
+    public var pausedUsers: Set<String> { Set(pauses.keys) }
 
     /// The positions audience before alarms: observers, viewers and standing-share friends, less those a
     /// pause hides from unless `ignoringPauses` (viewers have no username: only a pause from everyone

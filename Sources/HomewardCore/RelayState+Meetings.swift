@@ -34,16 +34,20 @@ extension RelayState {
 
     /// `meet.accept` / `meet.decline`: an invitee answers (and may change their mind); the proposer and
     /// the other invitees get `meet.response`. The same answer twice changes nothing.
+    /// Only a friend of the proposer may answer (an ended friendship takes the invitee off, see
+    /// `endMeetingsAndMessages`), and the answer reaches no one who blocked the invitee or whom they blocked.
     public mutating func respondToMeeting(_ actor: String, _ id: String, _ response: MeetingInvitee.Response) throws(RelayError) -> Outcome {
         guard var meeting = meetings[id] else { throw .notFound("no meeting point \(id)") }
-        guard let invitee = meeting.invitee(actor) else { throw .forbidden("you are not invited to this meeting point") }
+        guard let invitee = meeting.invitee(actor), areFriends(actor, meeting.owner) else {
+            throw .forbidden("you are not invited to this meeting point")
+        }
         var outcome = Outcome()
         if invitee.response != response {
             meeting.update(actor) { $0.response = response }
             meetings[id] = meeting
             outcome.changes.append(.saveMeeting(meeting))
-            outcome.send(.meetResponse(meetingId: id, by: actor, response: response.rawValue),
-                         to: [meeting.owner] + meeting.invitees.map(\.username).filter { $0 != actor })
+            let others = meeting.invitees.map(\.username).filter { $0 != actor && !hasBlocked($0, actor) && !hasBlocked(actor, $0) }
+            outcome.send(.meetResponse(meetingId: id, by: actor, response: response.rawValue), to: [meeting.owner] + others)
         }
         outcome.reply = MeetingReply(meeting: meeting.info(owner: profile(meeting.owner))).fields
         return outcome
@@ -104,9 +108,12 @@ extension RelayState {
     }
 
     /// `msg.read`: the recipient has read it; the sender gets `msg.read`, and the relay forgets it
-    /// (it relays messages, it does not archive them), so reading twice is `not_found`.
+    /// (it relays messages, it does not archive them), so reading twice is `not_found`. A message between
+    /// users who are not friends any more is gone (`endMeetingsAndMessages`): `not_found` as well.
     public mutating func readMessage(_ actor: String, _ id: String, now: Int64) throws(RelayError) -> Outcome {
-        guard let message = messages[id] else { throw .notFound("no unread message \(id)") }
+        guard let message = messages[id], message.to != actor || areFriends(actor, message.from) else {
+            throw .notFound("no unread message \(id)")
+        }
         guard message.to == actor else { throw .forbidden("the message was not sent to you") }
         unindex(message: id)
         var outcome = Outcome()
@@ -119,17 +126,20 @@ extension RelayState {
 
     /// What waited for `username` while they were offline: each meeting point and message gets its
     /// `deliveredAt` (stored), goes to them with both times set, and its proposer or sender is told.
+    /// Only from friends: what a friendship that ended left behind is never delivered.
     public mutating func deliverQueued(to username: String, now: Int64) -> Outcome {
         var outcome = Outcome()
         for id in (meetingsByUser[username] ?? []).sorted() {
-            guard var meeting = meetings[id], let invitee = meeting.invitee(username), invitee.deliveredAt == nil else { continue }
+            guard var meeting = meetings[id], let invitee = meeting.invitee(username), invitee.deliveredAt == nil,
+                  areFriends(username, meeting.owner) else { continue }
             meeting.update(username) { $0.deliveredAt = now }
             meetings[id] = meeting
             outcome.changes.append(.saveMeeting(meeting))
             outcome.send(.meet(meeting.info(owner: profile(meeting.owner))), to: username)
             outcome.send(.meetDelivered(meetingId: id, to: username, deliveredAt: now), to: meeting.owner)
         }
-        let waiting = (messagesByRecipient[username] ?? []).compactMap { messages[$0] }.filter { $0.deliveredAt == nil }
+        let waiting = (messagesByRecipient[username] ?? []).compactMap { messages[$0] }
+            .filter { $0.deliveredAt == nil && areFriends(username, $0.from) }
         for var message in waiting.sorted(by: { ($0.queuedAt, $0.id) < ($1.queuedAt, $1.id) }) {
             message.deliveredAt = now
             messages[message.id] = message
@@ -138,6 +148,37 @@ extension RelayState {
             outcome.send(.messageDelivered(messageId: message.id, to: username, deliveredAt: now), to: message.from)
         }
         return outcome
+    }
+
+    // MARK: A friendship that ends
+
+    /// `a` and `b` are friends no more (unfriended or blocked): neither stays invited to the other's meeting
+    /// points (one left with no invitee ends), and their unread messages to each other are dropped, so
+    /// nothing more passes between them this way: no listing, answer, delivery or read receipt. Whoever is
+    /// taken off a meeting point hears `meet.cancelled`, as invitees do when its proposer cancels it; the
+    /// proposer hears it when the meeting point ends for want of invitees.
+    mutating func endMeetingsAndMessages(_ a: String, _ b: String, into outcome: inout Outcome) {
+        for (owner, other) in [(a, b), (b, a)] {
+            for id in (meetingsByUser[owner] ?? []).sorted() {
+                guard var meeting = meetings[id], meeting.owner == owner, meeting.invitee(other) != nil else { continue }
+                meeting.invitees.removeAll { $0.username == other }
+                meetingsByUser[other]?.remove(id)
+                outcome.send(.meetCancelled(meetingId: id), to: other)
+                if meeting.invitees.isEmpty {
+                    removeMeeting(id, into: &outcome)
+                    outcome.send(.meetCancelled(meetingId: id), to: owner)
+                } else {
+                    meetings[id] = meeting
+                    outcome.changes.append(.saveMeeting(meeting))
+                }
+            }
+        }
+        for (from, to) in [(a, b), (b, a)] {
+            for message in (messagesByRecipient[to] ?? []).compactMap({ messages[$0] }).filter({ $0.from == from }).sorted(by: { $0.id < $1.id }) {
+                unindex(message: message.id)
+                outcome.changes.append(.removeMessage(id: message.id))
+            }
+        }
     }
 
     // MARK: Indexes

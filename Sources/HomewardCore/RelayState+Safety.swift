@@ -117,8 +117,9 @@ extension RelayState {
         sessions[id] = session
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
-        outcome.send(.sessionLost(sessionId: id, lastPosition: visibleLastPosition(of: session.owner, presence: presence),
-                                  since: presence.lastSeen(session.owner) ?? since), to: session.observers + viewerKeys(ofSession: id))
+        let recipients = session.observers + viewerKeys(ofSession: id)
+        outcome.send(.sessionLost(sessionId: id, lastPosition: visibleLastPosition(of: session.owner, to: recipients, presence: presence),
+                                  since: presence.lastSeen(session.owner) ?? since), to: recipients)
         return outcome
     }
 
@@ -137,7 +138,8 @@ extension RelayState {
         alarms[id] = alarm
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarm(alarm.info(owner: profile(alarm.owner)), repeat: alarm.repeats),
-                     to: alarm.recipients.filter { presence.isOnline($0) } + viewerKeys(ofOwner: alarm.owner))
+                     to: alarm.recipients.filter { presence.isOnline($0) })
+        outcome.send(.alarm(alarm.viewerInfo(owner: profile(alarm.owner)), repeat: alarm.repeats), to: viewerKeys(of: alarm))
         return outcome
     }
 }

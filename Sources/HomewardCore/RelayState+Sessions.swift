@@ -59,9 +59,9 @@ extension RelayState {
         outcome.send(.sessionAccepted(sessionId: id, by: actor), to: session.owner)
         let hidden = hiddenElsewhere || isHidden(session.owner, from: actor)
         outcome.reply = SessionAcceptReply(session: session.info(owner: profile(session.owner)),
-                                           position: hidden ? nil : presence.lastPosition(session.owner)).fields
+                                           position: hidden ? nil : presence.lastPosition(of: session.owner, shownTo: [actor])).fields
         // A pause hides the owner from this follower: no position in the reply, then or later.
-        if !hidden { outcome.replyPositionOf = session.owner }
+        if !hidden { outcome.replyPosition = (of: session.owner, shownTo: actor) }
         return outcome
     }
 

@@ -63,19 +63,22 @@ extension RelayState {
                                      expiresAt: share.expiresAt, destination: session.destination, checkInBy: session.checkInBy)
         // A pause from everyone hides the owner from viewers too (they have no username to pause for).
         let paused = hiddenElsewhere || pauses[session.owner]?[LocationPause.everyone] != nil
-        return (share, WatchReply(session: watched, lastPosition: paused ? nil : presence.lastPosition(session.owner)))
+        let position = paused ? nil : presence.lastPosition(of: session.owner, shownTo: [share.viewerKey])
+        return (share, WatchReply(session: watched, lastPosition: position))
     }
 
-    /// What a new viewer of `share` is told right after its `ok`: the owner's active alarms, and
-    /// `session.lost` when contact with the owner is lost now.
+    /// What a new viewer of `share` is told right after its `ok`: the owner's active alarms raised since the
+    /// link was made (`viewerKeys(of:)`), and `session.lost` when contact with the owner is lost now.
     public func viewerBacklog(_ share: ShareLink, presence: some PresenceView) -> [JSONValue] {
         var messages: [JSONValue] = []
         if let session = sessions[share.sessionId], let since = session.lostSince {
-            messages.append(Event.sessionLost(sessionId: session.id, lastPosition: visibleLastPosition(of: session.owner, presence: presence),
+            let position = visibleLastPosition(of: session.owner, to: [share.viewerKey], presence: presence)
+            messages.append(Event.sessionLost(sessionId: session.id, lastPosition: position,
                                               since: presence.lastSeen(session.owner) ?? since).json)
         }
-        for alarm in (alarmsByOwner[share.owner] ?? []).compactMap({ alarms[$0] }).sorted(by: { $0.createdAt < $1.createdAt }) {
-            messages.append(Event.alarm(alarm.info(owner: profile(alarm.owner)), repeat: nil).json)
+        let raisedSince = (alarmsByOwner[share.owner] ?? []).compactMap { alarms[$0] }.filter { $0.createdAt >= share.createdAt }
+        for alarm in raisedSince.sorted(by: { $0.createdAt < $1.createdAt }) {
+            messages.append(Event.alarm(alarm.viewerInfo(owner: profile(alarm.owner)), repeat: nil).json)
         }
         return messages
     }
@@ -88,6 +91,14 @@ extension RelayState {
 
     func viewerKeys(ofSession id: String) -> [String] {
         (sharesBySession[id] ?? []).sorted().compactMap { shares[$0]?.viewerKey }
+    }
+
+    /// Who besides its recipients hears of `alarm`: the viewers of the owner's links made before it was
+    /// raised. A viewer learns of the alarms of the walk it was given, not of one that was already going on
+    /// (the owner shared the walk, not that). Viewers get no alarm's position (`Alarm.viewerInfo`).
+    func viewerKeys(of alarm: Alarm) -> [String] {
+        guard let id = sessionByOwner[alarm.owner] else { return [] }
+        return (sharesBySession[id] ?? []).sorted().compactMap { shares[$0] }.filter { $0.createdAt <= alarm.createdAt }.map(\.viewerKey)
     }
 
     /// Ends one link: its viewers get `session.ended {reason}` and are then closed with 1000.

@@ -125,6 +125,88 @@ async def test_blocking_a_friend_ends_their_standing_share_at_once(hw):
     await b.no_event("pos", within=0.5, predicate=at(44.01))
 
 
+async def test_a_position_sent_during_a_pause_is_not_shown_after_it_ends(hw):
+    a, b, c = await friends_of(hw, "sda", "sdb", "sdc")
+    await a.ok("share.always", **{"with": [b.username, c.username]})
+    await pos(a, 43.01)
+    for x in (b, c):
+        await x.expect_event("pos", predicate=at(43.01))
+
+    await a.ok("location.pause")
+    await pos(a, 43.02)  # the same connection: recorded before the resume is read
+    await a.ok("location.resume")
+    for x in (b, c):
+        located = await x.ok("friend.location", username=a.username)
+        assert located["position"]["lat"] == 43.01, ("a pause from everyone hid 43.02", located)
+
+    await a.ok("location.pause", **{"from": b.username})
+    await pos(a, 43.03)
+    await c.expect_event("pos", predicate=at(43.03))
+    await a.ok("location.resume", **{"from": b.username})
+    located = await b.ok("friend.location", username=a.username)
+    assert located["position"]["lat"] == 43.01, ("the pause from bob hid 43.03 from him", located)
+    assert (await c.ok("friend.location", username=a.username))["position"]["lat"] == 43.03
+    await b.no_event("pos", within=0.0, predicate=lambda e: e.get("lat") in (43.02, 43.03))
+
+
+async def test_a_new_observer_and_a_new_viewer_are_not_shown_a_position_sent_during_a_pause(hw):
+    a, b = await friends_of(hw, "sna", "snb")
+    sid = (await a.ok("session.start", invite=[b.username]))["session"]["sessionId"]
+    token = (await a.ok("share.create", sessionId=sid))["share"]["token"]
+    await pos(a, 42.01)
+    await a.ok("location.pause")
+    await pos(a, 42.02)
+    await a.ok("location.resume")
+    await b.expect_event("session.invite")
+    accepted = await b.ok("session.accept", sessionId=sid)
+    assert (accepted.get("position") or {}).get("lat") == 42.01, accepted
+    viewer = await hw.connect("viewer")
+    watched = await viewer.request("watch", token=token)
+    assert watched["type"] == "ok" and (watched.get("lastPosition") or {}).get("lat") == 42.01, watched
+
+
+async def test_blocking_ends_meeting_points_and_queued_messages_between_the_two(hw):
+    a, b, c = await friends_of(hw, "sea", "seb", "sec")
+    when = now_ms() + 3_600_000
+    both = (await a.ok("meet.propose", to=[b.username, c.username], lat=57.7, lon=11.97, name="both", time=when))["meeting"]
+    only_b = (await a.ok("meet.propose", to=[b.username], lat=57.7, lon=11.97, name="bob only", time=when))["meeting"]
+    for mid in (both["meetingId"], only_b["meetingId"]):
+        await b.expect_event("meet", predicate=lambda e, mid=mid: e["meeting"]["meetingId"] == mid)
+    await hw.go_offline(b, watcher=a)
+    await a.ok("msg.send", to=b.username, text="queued before the block")
+
+    await a.ok("user.block", username=b.username)
+    listed = (await a.ok("meet.list"))["meetings"]
+    assert [m["meetingId"] for m in listed] == [both["meetingId"]], listed
+    assert [i["username"] for i in listed[0]["invited"]] == [c.username], listed
+
+    b2 = await hw.login(b.username)
+    assert (await b2.ok("meet.list"))["meetings"] == []
+    for _ in range(10):
+        await b2.err("meet.accept", "forbidden", meetingId=both["meetingId"])
+    await b2.err("meet.decline", "not_found", meetingId=only_b["meetingId"])
+    await b2.no_event("msg", within=0.5)
+    await a.no_event("meet.response", within=0.0)
+    await a.no_event("msg.delivered", within=0.0)
+
+
+async def test_unfriending_ends_meeting_points_and_unread_messages_between_the_two(hw):
+    a, b = await friends_of(hw, "sua", "sub")
+    meeting = (await a.ok("meet.propose", to=[b.username], lat=57.7, lon=11.97, name="x", time=now_ms() + 3_600_000))["meeting"]
+    await b.expect_event("meet")
+    message = (await a.ok("msg.send", to=b.username, text="unread"))["message"]
+    await b.expect_event("msg")
+
+    await b.ok("friend.remove", username=a.username)
+    for x in (a, b):
+        ev = await x.expect_event("meet.cancelled")
+        assert ev == {"type": "meet.cancelled", "meetingId": meeting["meetingId"]}, ev
+    await b.err("msg.read", "not_found", messageId=message["messageId"])
+    await b.err("meet.accept", "not_found", meetingId=meeting["meetingId"])
+    assert (await a.ok("meet.list"))["meetings"] == []
+    await a.no_event("msg.read", within=0.3)
+
+
 def check_times(entry, queued_before, delivered_after):
     assert isinstance(entry["queuedAt"], int) and entry["queuedAt"] <= queued_before, entry
     assert isinstance(entry["deliveredAt"], int) and entry["deliveredAt"] >= delivered_after, entry

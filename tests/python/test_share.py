@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import Harness, started_relay
+from conftest import NO_ID, Harness, started_relay
 
 DAY7 = 604_800
 
@@ -175,6 +175,43 @@ async def test_viewer_gets_the_owners_alarm_ack_and_cancel(hw):
     assert ack == {"type": "alarm.acknowledged", "alarmId": alarm["alarmId"], "by": b.username}, ack
     await a.ok("alarm.cancel", alarmId=alarm["alarmId"])
     assert (await v.expect_event("alarm.cancelled"))["alarmId"] == alarm["alarmId"]
+
+
+async def test_a_viewer_hears_only_alarms_raised_while_its_link_lives(hw):
+    a, b, sid = await walker_with_observer(hw)
+    early = (await a.ok("alarm.raise", text="before the link"))["alarm"]
+    await b.expect_event("alarm", predicate=lambda e: e["alarm"]["alarmId"] == early["alarmId"])
+    share = (await a.ok("share.create", sessionId=sid))["share"]
+    v, _ = await viewer_of(hw, share["token"])
+    await v.no_event("alarm", within=0.5)
+    later = (await a.ok("alarm.raise", text="during the walk"))["alarm"]
+    assert (await v.expect_event("alarm"))["alarm"]["alarmId"] == later["alarmId"]
+
+    v2, _ = await viewer_of(hw, share["token"], "viewer2")
+    assert (await v2.expect_event("alarm"))["alarm"]["alarmId"] == later["alarmId"]
+    await v2.no_event("alarm", within=0.3, predicate=lambda e: e["alarm"]["alarmId"] == early["alarmId"])
+    await a.ok("alarm.cancel", alarmId=early["alarmId"])
+    await b.expect_event("alarm.cancelled", predicate=lambda e: e["alarmId"] == early["alarmId"])
+    await v.no_event("alarm.cancelled", within=0.3)
+
+
+async def test_a_viewer_never_gets_an_alarms_position_and_a_pause_from_everyone_hides_the_walker(hw):
+    a, b, sid = await walker_with_observer(hw)
+    share = (await a.ok("share.create", sessionId=sid))["share"]
+    v, _ = await viewer_of(hw, share["token"])
+    await a.ok("location.pause")  # from everyone: viewers included
+    raised = (await a.ok("alarm.raise", text="help", lat=57.8, lon=11.8))["alarm"]
+    got = await b.expect_event("alarm", predicate=lambda e: e["alarm"]["alarmId"] == raised["alarmId"])
+    assert got["alarm"]["position"]["lat"] == 57.8, ("a recipient gets it whatever the pauses", got)
+    ev = await v.expect_event("alarm", predicate=lambda e: e["alarm"]["alarmId"] == raised["alarmId"])
+    assert ev["alarm"].get("position") is None and ev["alarm"]["text"] == "help", ev
+    await a.request("pos", id=NO_ID, lat=57.81, lon=11.81)
+    await b.expect_event("pos", predicate=lambda e: e.get("lat") == 57.81)
+    await v.no_event("pos", within=0.3)
+
+    v2, _ = await viewer_of(hw, share["token"], "viewer2")
+    backlog = await v2.expect_event("alarm")
+    assert backlog["alarm"]["alarmId"] == raised["alarmId"] and backlog["alarm"].get("position") is None, backlog
 
 
 async def test_unknown_and_revoked_tokens_get_the_same_not_found_and_1008(hw):

@@ -50,7 +50,8 @@ public struct PushPlanner {
             guard let event = Event(json: message) else { continue }
             switch event {
             case .alarm(let info, _):
-                guard !cancelled.contains(info.id) else { continue }
+                // Viewers' copy (without the position) is another message: the recipients' is the one pushed.
+                guard !cancelled.contains(info.id), recipients.contains(where: { !ShareLink.isViewerKey($0) }) else { continue }
                 let everyone = state.alarms[info.id]?.recipients ?? recipients
                 for username in everyone {
                     for subscription in state.deliverablePushSubscriptions(of: username, now: now, tokenLifetime: tokenLifetime) {

@@ -17,7 +17,8 @@ struct ClusterCodecTests {
 
     @Test func aPresenceDigestRoundTrips() throws {
         let digest = PresenceDigest(node: "node-b", online: ["ann", "bob"], lastSeen: ["carol": 1_763_830_000_123],
-                                    positions: ["ann": Position(lat: 57.5, lon: 11.25, acc: 8, ts: 1_763_830_000_000)])
+                                    positions: ["ann": LastPosition(Position(lat: 57.5, lon: 11.25, acc: 8, ts: 1_763_830_000_000)),
+                                                "bob": paused])
         #expect(try ClusterCodec.decodeDigest(ClusterCodec.encode(digest)) == digest)
         let change = PresenceDigest(node: "node-b", online: ["dave"], full: false, lastSeen: ["ann": 1_763_830_000_999])
         #expect(try ClusterCodec.decodeDigest(ClusterCodec.encode(change)) == change)
@@ -32,6 +33,22 @@ struct ClusterCodecTests {
     @Test(arguments: ["[]", #"{"node": "a"}"#, #"{"online": []}"#])
     func aMalformedDigestIsRefused(text: String) {
         #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeDigest(ByteBuffer(string: text)) }
+    }
+
+    /// The newest position was sent while paused from carol; the one before went to everyone.
+    private var paused: LastPosition {
+        var last = LastPosition(Position(lat: 57.1, lon: 11.1, ts: 1_763_830_000_000))
+        last.record(Position(lat: 57.2, lon: 11.2, ts: 1_763_830_001_000), restriction: .allBut(["carol"]))
+        return last
+    }
+
+    /// Last positions that cannot be read are left out, never taken for positions hidden from nobody: a bare
+    /// position (without its restriction), an unreadable restriction, a bad position.
+    @Test(arguments: [#"{"lat": 1, "lon": 2, "ts": 3}"#, #"{"position": {"lat": 1, "lon": 2, "ts": 3}, "restriction": {"except": []}}"#,
+                      #"{"position": {"lat": 100, "lon": 2, "ts": 3}}"#, #"{"position": {"lat": 1, "lon": 2, "ts": 3}, "unrestricted": 5}"#])
+    func digestPositionsThatCannotBeReadAreLeftOut(text: String) throws {
+        let payload = #"{"node": "a", "online": ["ann"], "positions": {"ann": "# + text + "}}"
+        #expect(try ClusterCodec.decodeDigest(ByteBuffer(string: payload)).positions.isEmpty)
     }
 
     private func position(_ lat: Double) -> EncodedMessage {
@@ -60,7 +77,8 @@ struct ClusterCodecTests {
     @Test func aLastPositionRequestNamesItsAskersAndItsAnswerRoundTrips() throws {
         #expect(try ClusterCodec.decodeLastPositionRequest(ClusterCodec.encodeLastPositionRequest(for: ["bob", "share:sh_1"])) == ["bob", "share:sh_1"])
         for answer in [LastPositionAnswer(position: Position(lat: 57.5, lon: 11.25, acc: 8, ts: 1_763_830_000_000), hiddenFrom: ["bob"]),
-                       LastPositionAnswer(position: nil, hiddenFrom: ["bob", "carol"]), LastPositionAnswer(position: nil)] {
+                       LastPositionAnswer(position: nil, hiddenFrom: ["bob", "carol"]), LastPositionAnswer(position: nil),
+                       LastPositionAnswer(last: paused, hiddenFrom: ["dave"])] {
             #expect(try ClusterCodec.decodeLastPositionAnswer(ClusterCodec.encode(answer)) == answer)
         }
     }
@@ -70,8 +88,10 @@ struct ClusterCodecTests {
         #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeLastPositionRequest(ByteBuffer(string: text)) }
     }
 
-    @Test(arguments: ["null", #"{"lat": 1, "lon": 2, "ts": 3}"#, #"{"position": null}"#, #"{"position": 5, "hidden": []}"#,
-                      #"{"position": {"lat": 100, "lon": 2, "ts": 3}, "hidden": []}"#, #"{"position": null, "hidden": [1]}"#])
+    @Test(arguments: ["null", #"{"lat": 1, "lon": 2, "ts": 3}"#, #"{"last": {}}"#, #"{"last": 5, "hidden": []}"#,
+                      #"{"last": {"position": {"lat": 100, "lon": 2, "ts": 3}}, "hidden": []}"#, #"{"last": {}, "hidden": [1]}"#,
+                      #"{"position": {"lat": 1, "lon": 2, "ts": 3}, "hidden": []}"#,
+                      #"{"last": {"position": {"lat": 1, "lon": 2, "ts": 3}, "restriction": {"only": "bob"}}, "hidden": []}"#])
     func aBadLastPositionAnswerIsRefused(text: String) {
         #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodeLastPositionAnswer(ByteBuffer(string: text)) }
     }

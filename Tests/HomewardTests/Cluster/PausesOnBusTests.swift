@@ -89,7 +89,7 @@ final class PausesOnBusTests: XCTestCase {
         let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
         let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
         harness.relay.disconnect("alice", sink: alice)
-        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["alice"], positions: ["alice": position(57.7, harness)]))
+        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["alice"], positions: ["alice": LastPosition(position(57.7, harness))]))
         await harness.relay.drain()
         let located = try await harness.ok(.friendLocation(username: "alice"), as: bobAuth, sink: bob)
         XCTAssertEqual(located.field("position")?["lat"], 57.7, "no pause: the position")

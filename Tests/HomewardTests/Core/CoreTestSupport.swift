@@ -20,11 +20,17 @@ final class CoreTestIDSequence: Sendable {
 struct CoreTestPresence: PresenceView {
     var online: Set<String> = []
     var seen: [String: Int64] = [:]
+    /// Positions hidden from nobody.
     var positions: [String: Position] = [:]
+    /// Last positions with the restrictions they were sent under; take the place of `positions`.
+    var recorded: [String: LastPosition] = [:]
 
     func isOnline(_ username: String) -> Bool { online.contains(username) }
     func lastSeen(_ username: String) -> Int64? { seen[username] }
-    func lastPosition(_ username: String) -> Position? { positions[username] }
+    func lastPosition(_ username: String) -> Position? { last(username).latest }
+    func lastPosition(of username: String, shownTo askers: [String]) -> Position? { last(username).shown(to: askers) }
+
+    private func last(_ username: String) -> LastPosition { recorded[username] ?? LastPosition(positions[username]) }
 }
 
 enum CoreTestErrorKind: Equatable {

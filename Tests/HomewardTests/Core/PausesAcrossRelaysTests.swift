@@ -68,7 +68,7 @@ final class PausesAcrossRelaysTests: XCTestCase {
     }
 
     func testAnAskerTheWalkersRelayHasNotHeardOfIsNotHidden() {
-        XCTAssertEqual(LastPositionAnswer(position: nil, restriction: .allBut(["bob"]), askers: ["erin"]).hiddenFrom, [],
+        XCTAssertEqual(LastPositionAnswer(last: LastPosition(), restriction: .allBut(["bob"]), askers: ["erin"]).hiddenFrom, [],
                        "an observer whose accept the walker's relay has not heard of yet is not hidden")
     }
 
