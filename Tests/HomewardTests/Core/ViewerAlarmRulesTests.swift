@@ -61,10 +61,12 @@ final class ViewerAlarmRulesTests: XCTestCase {
     func testAnAlarmWithViewersIsPushedOnceWithItsPosition() throws {
         var (state, presence) = try walking()
         _ = try share(&state, token: "tok", at: now)
-        _ = try state.subscribePush("bob", Request.PushSubscribe(endpoint: "https://push.example.net/1", p256dh: "k", auth: "a"),
+        _ = state.issueToken("t-bob", to: "bob", now: now, lifetime: 86_400_000)
+        _ = try state.subscribePush("bob", tokenHash: "t-bob",
+                                    Request.PushSubscribe(endpoint: "https://push.example.net/1", p256dh: "k", auth: "a"),
                                     limit: 10, now: now)
         let raised = try state.raiseAlarm("alice", Request.AlarmRaise(text: "help", lat: 57.8, lon: 11.8), presence: presence, now: now)
-        let pushes = PushPlanner(settings: PushSettings()).plan(raised, state: state, presence: presence, now: now)
+        let pushes = PushPlanner(settings: PushSettings(), tokenLifetime: nil).plan(raised, state: state, presence: presence, now: now)
             .compactMap { if case .enqueueOutbox(let entry) = $0 { entry } else { nil } }
         XCTAssertEqual(pushes.count, 1)
         XCTAssertEqual(try JSONParser.parse(try XCTUnwrap(pushes.first).payload)["alarm"]?["position"]?["lat"], 57.8)
