@@ -57,7 +57,9 @@ start_relay() {
     data="$work/$name/data"; log="$work/$name/relay.log"
     mkdir -p "$data"
     port="$(free_port)"
-    "$relay_bin" --host 127.0.0.1 --port "$port" --data-dir "$data" "$@" >"$log" 2>&1 &
+    # No metrics listener: these checks are about TLS, and several relays run at once here (the default
+    # listener, 127.0.0.1:9464, would be taken by the first).
+    "$relay_bin" --host 127.0.0.1 --port "$port" --data-dir "$data" --metrics-listen off "$@" >"$log" 2>&1 &
     local pid=$!
     pids+=("$pid")
     local deadline=$((SECONDS + 60))
