@@ -76,9 +76,10 @@ extension Relay: BusReceiver {
         // A revoked token signs nobody in any more: its connections (here and, through the notice,
         // elsewhere) close; the one that sent `logout` was signed out before and stays.
         if !revokedTokens.isEmpty {
-            closeConnections(signedInWith: revokedTokens)
-            if busIsShared { notice.revokedTokens += revokedTokens }
+            let revoked = revokedTokens
             revokedTokens.removeAll()
+            if busIsShared { notice.revokedTokens += revoked }
+            await whenStored { relay in relay.closeConnections(signedInWith: revoked) }
         }
         if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
             if !busStopped { bus.publishChanges(notice) }
