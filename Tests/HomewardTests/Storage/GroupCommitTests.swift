@@ -47,8 +47,7 @@ final class GroupCommitTests: XCTestCase {
 
         users.send(.friendRequest(username: "dave"), as: "carol", label: "carol", to: log)
         users.send(.friendRequest(username: "alice"), as: "dave", label: "dave", to: log)
-        let decided = await finishes(within: .seconds(5)) { [relay = users.harness.relay] in await relay.decided() }
-        XCTAssertTrue(decided, "carol's and dave's requests are decided while alice's write is held")
+        await assertDecided(users.harness.relay, "carol's and dave's requests are decided while alice's write is held")
         XCTAssertEqual(users.store.commits, committedBefore, "nothing is committed while the write is held")
         XCTAssertEqual(log.labels, [], "no reply before its write is stored")
 
@@ -75,7 +74,7 @@ final class GroupCommitTests: XCTestCase {
         await users.store.writeIsHeld()
         users.send(.sessionAccept(sessionId: sessionId), as: "bob", label: "bob's accept", to: log)
         users.send(.friendList, as: "bob", label: "bob's list", to: log)
-        await relay.decided()
+        await assertDecided(relay)
 
         relay.publish(Position(lat: 1, lon: 2, ts: users.harness.clock.now), from: "alice")
         XCTAssertEqual(log.labels, [], "no reply, also to a read, before what it shows is stored")
@@ -104,7 +103,7 @@ final class GroupCommitTests: XCTestCase {
         await users.store.writeIsHeld()
         users.send(.friendRequest(username: "dave"), as: "carol", label: "carol", to: log)
         users.send(.friendList, as: "dave", label: "dave's list", to: log)
-        await relay.decided()
+        await assertDecided(relay)
 
         users.store.releaseWrites()
         await relay.drain()
@@ -142,7 +141,7 @@ final class GroupCommitTests: XCTestCase {
         users.send(.userBlocks, as: "alice", label: "4 read", to: log)
         users.send(.friendRequest(username: "nobody"), as: "alice", label: "5 refused", to: log)
         users.send(.friendList, as: "alice", label: "6 read", to: log)
-        await users.harness.relay.decided()
+        await assertDecided(users.harness.relay)
         XCTAssertEqual(log.labels, [], "everything waits behind the held write")
 
         users.store.releaseWrites()
@@ -208,6 +207,14 @@ final class WriteJournalTests: XCTestCase {
         XCTAssertTrue(journal.isIdle)
         XCTAssertNil(journal.nextBatch())
     }
+}
+
+/// Asserts that every request submitted so far is decided while a write is held (within 5 s: without group
+/// commit they would wait for the write, and the test goes on to release it rather than hang).
+func assertDecided(_ relay: Relay, _ message: String = "requests are decided while the write before them is held",
+                   file: StaticString = #filePath, line: UInt = #line) async {
+    let decided = await finishes(within: .seconds(5)) { await relay.decided() }
+    XCTAssertTrue(decided, message, file: file, line: line)
 }
 
 /// Answers in the order the relay gives them.
