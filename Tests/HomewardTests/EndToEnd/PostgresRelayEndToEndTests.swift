@@ -108,14 +108,8 @@ final class PostgresRelayEndToEndTests: EndToEndTestCase {
         let location = try server.createDatabase()
         let relay = try await RelayProcess.start(["--store", "postgres://postgres@127.0.0.1:\(server.port)/\(location.database)?sslmode=disable"])
         addTeardownBlock { relay.stop() }
-        func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
-            let username = TestRelay.uniqueUsername(base)
-            let client = try await relay.connect(label: username)
-            let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
-            return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
-        }
-        let alice = try await register("alice")
-        let bob = try await register("bob")
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await alice.client.ok("friend.request", ["username": .string(bob.username)])
         try await bob.client.ok("friend.accept", ["username": .string(alice.username)])
         let raised = try await alice.client.ok("alarm.raise", ["text": "help\u{0} at the bridge"])

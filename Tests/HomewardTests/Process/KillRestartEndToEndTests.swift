@@ -6,20 +6,11 @@ import XCTest
 /// directory: what was acknowledged with `ok` must still be there, and what the safety
 /// extensions scheduled must still happen.
 final class KillRestartEndToEndTests: XCTestCase {
-    private let password = "correct horse battery"
 
     private func startRelay(_ arguments: [String] = []) async throws -> RelayProcess {
         let relay = try await RelayProcess.start(arguments)
         addTeardownBlock { relay.stop() }
         return relay
-    }
-
-    private func register(_ base: String, on relay: RelayProcess) async throws -> (username: String, token: String, client: TestClient) {
-        let username = TestRelay.uniqueUsername(base)
-        let client = try await relay.connect(label: username)
-        let reply = try await client.ok("register", ["username": .string(username), "password": .string(password)])
-        let token = try XCTUnwrap(reply["token"]?.stringValue)
-        return (username, token, client)
     }
 
     private func hello(_ token: String, on relay: RelayProcess, label: String) async throws -> TestClient {
@@ -37,8 +28,8 @@ final class KillRestartEndToEndTests: XCTestCase {
 
     func testAlarmRaisedBeforeSIGKILLReachesAFriendWhoSignsInAfterTheRestart() async throws {
         let relay = try await startRelay()
-        let alice = try await register("alice", on: relay)
-        let bob = try await register("bob", on: relay)
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await befriend(alice, bob)
         await bob.client.close()
         let raised = try await alice.client.ok("alarm.raise", ["text": "stored before ok", "lat": 57.7, "lon": 11.97])
@@ -61,8 +52,8 @@ final class KillRestartEndToEndTests: XCTestCase {
 
     func testMissedCheckInWhileTheRelayWasDeadFiresOnceRightAfterTheRestart() async throws {
         let relay = try await startRelay()
-        let alice = try await register("alice", on: relay)
-        let bob = try await register("bob", on: relay)
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await befriend(alice, bob)
         let deadline = Int64(Date().timeIntervalSince1970 * 1000) + 1500
         let start = try await alice.client.ok("session.start", ["checkInBy": .int(deadline)])
@@ -88,8 +79,8 @@ final class KillRestartEndToEndTests: XCTestCase {
 
     func testRepeatScheduleOfAnUnacknowledgedAlarmSurvivesSIGKILL() async throws {
         let relay = try await startRelay(["--alarm-repeat-interval", "1", "--alarm-repeat-max", "10"])
-        let alice = try await register("alice", on: relay)
-        let bob = try await register("bob", on: relay)
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await befriend(alice, bob)
         let raised = try await alice.client.ok("alarm.raise", ["text": "answer me"])
         let alarmId = try XCTUnwrap(raised["alarm"]?["alarmId"]?.stringValue)
@@ -106,8 +97,8 @@ final class KillRestartEndToEndTests: XCTestCase {
 
     func testObserversLearnOfLostContactAfterSIGKILLWhenTheWalkerDoesNotReturn() async throws {
         let relay = try await startRelay(["--lost-contact-grace", "1"])
-        let alice = try await register("alice", on: relay)
-        let bob = try await register("bob", on: relay)
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await befriend(alice, bob)
         let start = try await alice.client.ok("session.start", [:])
         let sessionId = try XCTUnwrap(start["session"]?["sessionId"]?.stringValue)
@@ -129,9 +120,9 @@ final class KillRestartEndToEndTests: XCTestCase {
 
     func testExpiryAndDestinationSurviveSIGKILL() async throws {
         let relay = try await startRelay()
-        let alice = try await register("alice", on: relay)
-        let bob = try await register("bob", on: relay)
-        let carol = try await register("carol", on: relay)
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
+        let carol = try await relay.register("carol")
         try await befriend(alice, bob)
         try await befriend(bob, carol)
         // alice walks to a destination; carol's session expires after 1 s.
@@ -211,14 +202,8 @@ final class SpoolKillRestartEndToEndTests: XCTestCase {
             "--store-timeout", "1",
         ])
         addTeardownBlock { relay.stop() }
-        func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
-            let username = TestRelay.uniqueUsername(base)
-            let client = try await relay.connect(label: username)
-            let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
-            return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
-        }
-        let alice = try await register("alice")
-        let bob = try await register("bob")
+        let alice = try await relay.register("alice")
+        let bob = try await relay.register("bob")
         try await alice.client.ok("friend.request", ["username": .string(bob.username)])
         try await bob.client.ok("friend.accept", ["username": .string(alice.username)])
         try await alice.client.event("friend.added")

@@ -122,6 +122,14 @@ final class RelayProcess: Sendable {
         try await TestClient.connect(port: port, caPath: caPath, label: label)
     }
 
+    /// Registers a new user (a unique name from `base`) on a connection of its own.
+    func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
+        let username = TestRelay.uniqueUsername(base)
+        let client = try await connect(label: username)
+        let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
+        return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
+    }
+
     /// The executable next to the test bundle (`swift build --build-tests` builds both).
     static func executable() throws -> URL {
         var candidates: [URL] = []
