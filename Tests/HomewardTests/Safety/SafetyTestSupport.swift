@@ -63,7 +63,7 @@ final class SafetyHarness {
     /// `bus` and `ownsTimers` make it one relay of several.
     init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
          clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 },
-         bus: any RelayBus = LocalBus(), ownsTimers: Bool = true, logger: Logger = Logger(label: "homeward.relay"),
+         bus: any RelayBus = LocalBus(), node: String = "here", ownsTimers: Bool = true, logger: Logger = Logger(label: "homeward.relay"),
          metrics: any MetricsFactory = NOOPMetricsHandler.instance) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
@@ -81,7 +81,7 @@ final class SafetyHarness {
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
         try await store.apply(changes)
-        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: "here", bus: bus,
+        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: node, bus: bus,
                                 ownsTimers: ownsTimers, clock: clock.function, logger: logger, metrics: metrics)
     }
 
