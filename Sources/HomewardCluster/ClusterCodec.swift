@@ -2,7 +2,7 @@ import HomewardCore
 import HomewardProtocol
 import NIOCore
 
-/// How change notices and presence digests look on the bus: JSON objects, written with the relay's own
+/// How change notices and presence messages look on the bus: JSON objects, written with the relay's own
 /// writer and read with its parser (depth-limited), so a bad message from the bus is refused, not trusted.
 /// Public for `homeward-cache-bench`, which measures what a relay spends on a notice.
 public enum ClusterCodec {
@@ -46,33 +46,70 @@ public enum ClusterCodec {
         return notice
     }
 
-    static func encode(_ digest: PresenceDigest) -> ByteBuffer {
-        JSONWriter.encode(.object([
-            ("node", .string(digest.node)),
-            ("online", .strings(digest.online)),
-            ("full", .bool(digest.full)),
-            ("lastSeen", .object(digest.lastSeen.map { ($0.key, JSONValue.int($0.value)) })),
-            ("positions", .object(digest.positions.map { ($0.key, encode($0.value)) })),
-        ]))
+    /// A presence message (`hw.presence`, and a snapshot as the answer on `hw.presence.sync.<node>`):
+    /// `{"kind": "delta"|"heartbeat"|"snapshot", "node", "epoch", "seq", ...}` with `joined` and `left`
+    /// (username to milliseconds) in a delta, `positions` (username to `LastPosition`) in a heartbeat and a
+    /// snapshot, and `online` in a snapshot.
+    public static func encode(_ message: PresenceMessage) -> ByteBuffer {
+        func head(_ kind: String, _ node: String, _ epoch: String, _ seq: Int64) -> [(String, JSONValue)] {
+            [("kind", .string(kind)), ("node", .string(node)), ("epoch", .string(epoch)), ("seq", .int(seq))]
+        }
+        func positions(_ positions: [String: LastPosition]) -> (String, JSONValue) {
+            ("positions", .object(positions.sorted { $0.key < $1.key }.map { ($0.key, encode($0.value)) }))
+        }
+        switch message {
+        case .delta(let delta):
+            return JSONWriter.encode(.object(head("delta", delta.node, delta.epoch, delta.seq) + [
+                ("joined", .strings(delta.joined)),
+                ("left", .object(delta.left.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })),
+            ]))
+        case .heartbeat(let heartbeat):
+            return JSONWriter.encode(.object(head("heartbeat", heartbeat.node, heartbeat.epoch, heartbeat.seq)
+                                             + [positions(heartbeat.positions)]))
+        case .snapshot(let snapshot):
+            return JSONWriter.encode(.object(head("snapshot", snapshot.node, snapshot.epoch, snapshot.seq)
+                                             + [("online", .strings(snapshot.online)), positions(snapshot.positions)]))
+        }
     }
 
-    static func decodeDigest(_ payload: ByteBuffer) throws -> PresenceDigest {
+    public static func decodePresence(_ payload: ByteBuffer) throws -> PresenceMessage {
         let json = try parse(payload)
-        guard let node = json.string("node"), case .array(let online)? = json["online"] else {
-            throw DecodingError.malformed("a digest without node or online")
+        guard let kind = json.string("kind"), let node = json.string("node"), let epoch = json.string("epoch"),
+              case .int(let seq)? = json["seq"], seq >= 0 else {
+            throw DecodingError.malformed("a presence message without kind, node, epoch or seq")
         }
-        var digest = PresenceDigest(node: node, online: online.compactMap(\.stringValue))
-        if case .bool(let full)? = json["full"] { digest.full = full }
-        if case .object(let members)? = json["lastSeen"] {
-            for (username, time) in members { if case .int(let ms) = time { digest.lastSeen[username] = ms } }
+        func names(_ key: String) throws -> [String] {
+            guard case .array(let list)? = json[key] else { throw DecodingError.malformed("a presence \(kind) without \(key)") }
+            let names = list.compactMap(\.stringValue)
+            guard names.count == list.count else { throw DecodingError.malformed("a presence \(kind) with a name that is not a string") }
+            return names
         }
-        if case .object(let members)? = json["positions"] {
-            // One that cannot be read is left out (never taken for a position hidden from nobody).
-            for (username, object) in members {
-                if let last = try? decodeLastPosition(object), !last.isEmpty { digest.positions[username] = last }
+        func positions() -> [String: LastPosition] {
+            var positions: [String: LastPosition] = [:]
+            if case .object(let members)? = json["positions"] {
+                // One that cannot be read is left out (never taken for a position hidden from nobody).
+                for (username, object) in members {
+                    if let last = try? decodeLastPosition(object), !last.isEmpty { positions[username] = last }
+                }
             }
+            return positions
         }
-        return digest
+        switch kind {
+        case "delta":
+            guard case .object(let members)? = json["left"] else { throw DecodingError.malformed("a presence delta without left") }
+            var left: [String: Int64] = [:]
+            for (username, time) in members {
+                guard case .int(let ms) = time else { throw DecodingError.malformed("a presence delta with a bad time") }
+                left[username] = ms
+            }
+            return .delta(PresenceDelta(node: node, epoch: epoch, seq: seq, joined: try names("joined"), left: left))
+        case "heartbeat":
+            return .heartbeat(PresenceHeartbeat(node: node, epoch: epoch, seq: seq, positions: positions()))
+        case "snapshot":
+            return .snapshot(PresenceSnapshot(node: node, epoch: epoch, seq: seq, online: try names("online"), positions: positions()))
+        default:
+            throw DecodingError.malformed("a presence message of kind \(kind)")
+        }
     }
 
     /// A position (`hw.pos.<walker>`): the `pos` event's text alone (an object, written without a newline)

@@ -2,8 +2,11 @@
 enum ClusterSubjects {
     /// Change notices of every relay (each relay's cache must refresh, whoever the events are for).
     static let changes = "hw.changes"
-    /// Presence digests of every relay, once a second each.
+    /// Presence deltas and heartbeats of every relay (one subject, so each relay's arrive in the order it sent them).
     static let presence = "hw.presence"
+    /// Requests for one relay's presence snapshot, answered by that relay. A node id has no `~`
+    /// (`RelayConfiguration.isValidNodeID`), so with `.` as `~` it is one token, as a walker is.
+    static func presenceSync(of node: String) -> String { "hw.presence.sync." + token(node) }
 
     /// The positions of one walker. A username may contain `.` (a NATS token separator) but never `~`,
     /// so `.` becomes `~` and every walker is one token.

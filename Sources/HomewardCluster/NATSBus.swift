@@ -14,18 +14,23 @@ import Synchronization
 /// `BusReceiver` from one task per subscription, which keeps each subject's order.
 public final class NATSBus: RelayBus {
     private let client: NATSClient
+    private let node: String
     private let logger: Logger
     /// Everything but positions, sent in order by one task (`send`): a relay's SUB for a walker must reach
     /// the server before the notice that makes the walker's relay start publishing to it, and an UNSUB
     /// must not overtake an earlier SUB of the same walker.
     private let outbox: AsyncStream<Outgoing>
     private let outboxInput: AsyncStream<Outgoing>.Continuation
+    /// Relays whose presence snapshot to ask for (`requestPresenceSnapshot`): asked by their own task, each
+    /// request as a child of it, so that waiting for an answer holds up neither the outbox nor other requests.
+    private let snapshotRequests: AsyncStream<String>
+    private let snapshotRequestInput: AsyncStream<String>.Continuation
 
     enum Outgoing {
         /// Resumed once the server has the subscriptions (a PING round trip after them).
         case interest(adding: Set<String>, removing: Set<String>, applied: CheckedContinuation<Void, Never>)
         case notice(ChangeNotice)
-        case digest(PresenceDigest)
+        case presence(PresenceMessage)
         /// Resumed once the server has everything sent before (a PING round trip).
         case flush(CheckedContinuation<Void, Never>)
     }
@@ -35,11 +40,13 @@ public final class NATSBus: RelayBus {
     /// Change notices held for a relay that is behind; more are dropped, and the relay reloads (`start`).
     private let changeBufferLimit: Int
 
-    private init(client: NATSClient, logger: Logger, changeBufferLimit: Int) {
+    private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int) {
         self.client = client
+        self.node = node
         self.logger = logger
         self.changeBufferLimit = changeBufferLimit
         (outbox, outboxInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+        (snapshotRequests, snapshotRequestInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn).
@@ -53,7 +60,7 @@ public final class NATSBus: RelayBus {
         // Positions resume within about a second of the server coming back.
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
         let client = try await NATSClient.connect(urls: servers.map(\.url), configuration: configuration, logger: logger)
-        return NATSBus(client: client, logger: logger, changeBufferLimit: changeBufferLimit)
+        return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit)
     }
 
     public var isShared: Bool { true }
@@ -61,6 +68,7 @@ public final class NATSBus: RelayBus {
     public func start(delivering receiver: any BusReceiver) async throws {
         let changes = try await client.subscribe(subject: ClusterSubjects.changes, bufferLimit: changeBufferLimit, overflow: .dropNewest)
         let presence = try await client.subscribe(subject: ClusterSubjects.presence)
+        let snapshotAsked = try await client.subscribe(subject: ClusterSubjects.presenceSync(of: node))
         let lastPositions = try await client.subscribe(subject: ClusterSubjects.lastPositions)
         let client = self.client
         try await client.flush()
@@ -89,11 +97,24 @@ public final class NATSBus: RelayBus {
             },
             Task {
                 for await message in presence {
-                    do { receiver.remotePresence(try ClusterCodec.decodeDigest(message.payload)) } catch {
-                        logger.error("ignored a presence digest", metadata: ["error": "\(error)"])
+                    do {
+                        let decoded = try ClusterCodec.decodePresence(message.payload)
+                        // Snapshots come only as answers to this relay's own requests.
+                        if case .snapshot = decoded { continue }
+                        receiver.remotePresence(decoded)
+                    } catch {
+                        logger.error("ignored a presence message", metadata: ["error": "\(error)"])
                     }
                 }
             },
+            Task {
+                for await message in snapshotAsked {
+                    guard let replyTo = message.replyTo else { continue }
+                    let snapshot = await receiver.localPresenceSnapshot()
+                    client.publishDetached(subject: replyTo, payload: ClusterCodec.encode(.snapshot(snapshot)))
+                }
+            },
+            Task { await self.askForSnapshots(delivering: receiver) },
             Task {
                 for await message in lastPositions {
                     guard let replyTo = message.replyTo else { continue }
@@ -152,9 +173,38 @@ public final class NATSBus: RelayBus {
         outboxInput.yield(.notice(notice))
     }
 
-    public func publishPresence(_ digest: PresenceDigest) {
-        outboxInput.yield(.digest(digest))
+    public func publishPresence(_ message: PresenceMessage) {
+        outboxInput.yield(.presence(message))
     }
+
+    public func requestPresenceSnapshot(of node: String) {
+        snapshotRequestInput.yield(node)
+    }
+
+    /// Asks each relay named in `snapshotRequests` for its snapshot and hands the answer to `receiver`.
+    private func askForSnapshots(delivering receiver: any BusReceiver) async {
+        let client = self.client
+        let logger = self.logger
+        await withDiscardingTaskGroup { group in
+            for await node in snapshotRequests {
+                group.addTask {
+                    guard let reply = try? await client.request(subject: ClusterSubjects.presenceSync(of: node), payload: ByteBuffer(),
+                                                                timeout: Self.snapshotTimeout) else { return }
+                    do {
+                        guard case .snapshot(let snapshot) = try ClusterCodec.decodePresence(reply.payload), snapshot.node == node else {
+                            throw ClusterCodec.DecodingError.malformed("an answer to a snapshot request that is not \(node)'s snapshot")
+                        }
+                        receiver.remotePresence(.snapshot(snapshot))
+                    } catch {
+                        logger.error("ignored a presence snapshot", metadata: ["node": "\(node)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+
+    /// How long a snapshot request waits for its answer (the receiver asks again a second after asking).
+    static let snapshotTimeout: Duration = .milliseconds(900)
 
     public func flush() async {
         await withCheckedContinuation { flushed in
@@ -162,9 +212,10 @@ public final class NATSBus: RelayBus {
         }
     }
 
-    /// Sends what is in the outbox (the relay's last digest), then closes the connection.
+    /// Sends what is in the outbox (the relay's last presence delta), then closes the connection.
     public func stop() async {
         outboxInput.finish()
+        snapshotRequestInput.finish()
         let (receiving, sending) = tasks.withLock { $0 }
         await sending?.value
         await client.close()
@@ -182,8 +233,8 @@ public final class NATSBus: RelayBus {
             case .notice(let notice):
                 client.publishDetached(subject: ClusterSubjects.changes, payload: ClusterCodec.encode(notice))
                 continue
-            case .digest(let digest):
-                client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(digest))
+            case .presence(let message):
+                client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(message))
                 continue
             case .flush(let flushed):
                 try? await client.flush(timeout: .seconds(1))

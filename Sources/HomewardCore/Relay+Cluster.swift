@@ -26,11 +26,6 @@ extension Relay: BusReceiver {
         submitRefresh(notice)
     }
 
-    public nonisolated func remotePresence(_ digest: PresenceDigest) {
-        guard digest.node != node else { return }
-        submit(.remotePresence(digest))
-    }
-
     /// Runs on the bus's thread, without waiting for the actor: the presence table has the walker's pauses
     /// as of their last change here (`syncPresence`, before the reply to the pause).
     public nonisolated func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? {
@@ -53,14 +48,14 @@ extension Relay: BusReceiver {
         submit(.timerOwnership(owns))
     }
 
-    /// Starts hearing the other relays, and telling them who is connected here once a second.
+    /// Starts hearing the other relays, and telling them each second that this one is alive.
     public nonisolated func startBus() async throws {
         try await bus.start(delivering: self)
         guard busIsShared else { return }
         submit(.presenceTick)
     }
 
-    /// Tells the other relays this one is gone (its users are offline here), then closes the bus.
+    /// Tells the other relays that nobody is connected here any more, then closes the bus.
     public nonisolated func stopBus() async {
         await withCheckedContinuation { submit(.stopBus($0)) }
         await bus.stop()
@@ -92,7 +87,7 @@ extension Relay: BusReceiver {
 
     /// Before a reply that shows `walker`'s last position to `askers` (an accept, a watch, `friend.location`):
     /// when they are connected to another relay only, asks that relay (this relay's copy comes with its
-    /// digest, up to a second late). Returns the askers that relay says a pause hides the walker from: this
+    /// heartbeats, up to a second late). Returns the askers that relay says a pause hides the walker from: this
     /// relay's cache may not have that pause yet, so they are shown no position.
     @discardableResult
     func fetchLastPosition(of walker: String?, for askers: [String]) async -> Set<String> {
@@ -150,7 +145,7 @@ extension Relay: BusReceiver {
 
     /// A `session.lost` decided on another relay (the one firing the timers) carries the last position that
     /// relay knew, which may be none or a second old when the walker's relay died (it heard of them only
-    /// through digests). This relay may have delivered a newer one to its observers just before: they get
+    /// through heartbeats). This relay may have delivered a newer one to its observers just before: they get
     /// that one. Only a position no pause restricted is kept here, and none is shown while the walker has
     /// any pause, nor one a pause hid from any observer when it was sent, as the rules decide for every
     /// `session.lost` (`RelayState.visibleLastPosition`).
@@ -270,86 +265,6 @@ extension Relay: BusReceiver {
         await reloadFromStore(afterRemoteChange: true)
     }
 
-    /// Another relay's digest: who came online or went offline there (and so, perhaps, everywhere).
-    func heard(_ digest: PresenceDigest) {
-        let now = clock()
-        let known = remoteNodes[digest.node]?.users ?? []
-        let current = digest.full ? Set(digest.online) : known.union(digest.online).subtracting(digest.lastSeen.keys)
-        for username in current.subtracting(known) where presence.setRemote(username, node: digest.node, connected: true, now: now) {
-            announcePresence(username, online: true, at: now)
-            state.ownerIsOnlineElsewhere(username)
-        }
-        for username in known.subtracting(current) {
-            let lastSeen = digest.lastSeen[username] ?? now
-            guard presence.setRemote(username, node: digest.node, connected: false, now: now, lastSeen: lastSeen) else { continue }
-            announcePresence(username, online: false, at: lastSeen)
-            state.ownerWentOffline(username, at: lastSeen)
-        }
-        remoteNodes[digest.node] = (current, now)
-        for (username, position) in digest.positions { presence.setRemotePosition(position, of: username) }
-        armTimer()
-    }
-
-    /// Once a second: tells the others who is connected here; forgets relays that stopped telling.
-    func presenceTick() {
-        guard !busStopped else { return }
-        bus.publishPresence(currentDigest())
-        recentlyOffline.removeAll()
-        recentlyOnline.removeAll()
-        let now = clock()
-        for (node, heard) in remoteNodes where now - heard.heardAt > PresenceDigest.expiry {
-            // Gone (killed, or cut off) after its last digest and before the next one was due: its users
-            // count as offline from then, so that the lost-contact grace never runs out early (a walker on
-            // that relay may have sent positions until the moment it died).
-            let gone = min(now, heard.heardAt + PresenceDigest.interval)
-            self.heard(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: heard.users.map { ($0, gone) })))
-            remoteNodes[node] = nil
-        }
-        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.interval))) { [weak self] in
-            self?.submit(.presenceTick)
-        }
-    }
-
-    /// Someone came or went here: the others hear of it within `PresenceDigest.changeDelay`, not at the next tick.
-    func presenceChanged(_ username: String, online: Bool) {
-        guard busIsShared else { return }
-        if online { recentlyOnline.insert(username) } else { recentlyOnline.remove(username) }
-        guard !changeDigestQueued else { return }
-        changeDigestQueued = true
-        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceDigest.changeDelay))) {
-            [weak self] in self?.submit(.presenceChange)
-        }
-    }
-
-    /// A user's first connection here: the other relays hear of it before the sign-in is answered, so
-    /// that what the client does next on another relay (its other device logs out there) finds them online.
-    func tellOtherRelaysOnline(_ username: String) async {
-        guard busIsShared, !busStopped else { return }
-        recentlyOffline[username] = nil
-        recentlyOnline.insert(username)
-        sendChangeDigest()
-        await bus.flush()
-    }
-
-    /// Only who came and went since the last digest.
-    func sendChangeDigest() {
-        changeDigestQueued = false
-        guard !busStopped, !recentlyOnline.isEmpty || !recentlyOffline.isEmpty else { return }
-        bus.publishPresence(PresenceDigest(node: node, online: Array(recentlyOnline), full: false, lastSeen: recentlyOffline))
-        recentlyOnline.removeAll()
-        recentlyOffline.removeAll()
-    }
-
-    func currentDigest() -> PresenceDigest {
-        let online = presence.localUsers()
-        var positions: [String: LastPosition] = [:]
-        for owner in state.owners where presence.connectionCount(of: owner) > 0 {
-            let last = presence.lastPositions(owner)
-            if !last.isEmpty { positions[owner] = last }
-        }
-        return PresenceDigest(node: node, online: online, lastSeen: recentlyOffline, positions: positions)
-    }
-
     func takeTimers(_ owns: Bool) async {
         guard owns != ownsTimers else { return }
         ownsTimers = owns
@@ -362,18 +277,11 @@ extension Relay: BusReceiver {
             armTimer()
         }
     }
-
-    /// The last digest says nobody is connected here any more, so the others need not wait for the expiry.
-    func stopBusInTurn() async {
-        guard busIsShared, !busStopped else { return }
-        bus.publishPresence(PresenceDigest(node: node, lastSeen: Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, clock()) })))
-        busStopped = true
-    }
 }
 
 extension StoreChange {
     /// Whether the other relays' caches must reload after this change. Sign-in bookkeeping (last seen,
-    /// a token's last use) is not worth a reload everywhere: presence digests carry last-seen times.
+    /// a token's last use) is not worth a reload everywhere: presence deltas carry last-seen times.
     public var concernsOtherRelays: Bool {
         switch self {
         case .lastSeen, .useToken: false

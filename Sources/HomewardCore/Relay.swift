@@ -54,13 +54,10 @@ public actor Relay {
     /// Changes this command stored and events it sent, which the other relays must hear of.
     var notice: ChangeNotice
     var noticeNeeded = false
-    /// What the other relays last said about who is connected to them, and when they said it.
-    var remoteNodes: [String: (users: Set<String>, heardAt: Int64)] = [:]
-    /// Users whose last connection to this relay closed since the last presence digest, and when.
-    var recentlyOffline: [String: Int64] = [:]
-    /// Users who got their first connection to this relay since the last presence digest.
-    var recentlyOnline: Set<String> = []
-    var changeDigestQueued = false
+    /// What the other relays said about who is connected to them (`Relay+Presence`).
+    var presenceSync = PresenceSync()
+    /// What this relay tells them about who is connected here (`Relay+Presence`).
+    var presenceFeed: PresenceFeed
     /// While the bus is lost: what each connected user was shown of their backlog (see `busLost`).
     var backlogShown: [String: [JSONValue]]?
     /// What `busBack` sent each user, and when (see `alreadyCaughtUp`).
@@ -142,6 +139,7 @@ public actor Relay {
         self.busIsShared = bus.isShared
         self.ownsTimers = ownsTimers
         self.notice = ChangeNotice(node: node)
+        self.presenceFeed = PresenceFeed(node: node)
         self.clock = clock
         self.logger = logger
         self.features = features
@@ -259,9 +257,10 @@ public actor Relay {
         case refresh
         /// The oldest held notice's wait is over (`Relay+Deltas`).
         case checkHeldNotices
-        case remotePresence(PresenceDigest)
+        case remotePresence(PresenceMessage)
         case presenceTick
         case presenceChange
+        case presenceSnapshot(CheckedContinuation<PresenceSnapshot, Never>)
         case busLost
         case busBack
         case timerOwnership(Bool)
@@ -377,12 +376,14 @@ public actor Relay {
             await handleRemoteNotices(takeRemoteNotices())
         case .checkHeldNotices:
             await checkHeldNotices()
-        case .remotePresence(let digest):
-            heard(digest)
+        case .remotePresence(let message):
+            heard(message)
         case .presenceTick:
             presenceTick()
         case .presenceChange:
-            sendChangeDigest()
+            sendPresenceDelta()
+        case .presenceSnapshot(let continuation):
+            continuation.resume(returning: presenceSnapshot())
         case .busLost:
             busLost()
         case .busBack:
@@ -406,6 +407,9 @@ public actor Relay {
             continuation?.resume()
         case .drain(let continuation), .close(let continuation), .stopBus(let continuation):
             continuation.resume()
+        case .presenceSnapshot(let continuation):
+            // Closed: nobody is connected here any more.
+            continuation.resume(returning: presenceFeed.snapshot(online: [], positions: [:]))
         default:
             break
         }
@@ -617,8 +621,7 @@ public actor Relay {
         }
         unsavedLastSeen[username] = now
         usersOnline.record(presence.onlineUserCount)
-        if busIsShared { recentlyOffline[username] = now }
-        presenceChanged(username, online: false)
+        presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
         guard !presence.isOnlineElsewhere(username) else { return }
         announcePresence(username, online: false, at: now)

@@ -9,9 +9,11 @@ import HomewardProtocol
 /// - change notices: after a relay committed changes to the store, those changes and the events they
 ///   cause, so that the others bring their caches up to date (applying the changes, or reloading from the
 ///   store) and then deliver the events to their connections;
-/// - presence digests: who is connected to which relay, and the last positions of walkers, once a second.
+/// - presence (`PresenceMessage`): who came to and left each relay, as numbered deltas, a small heartbeat
+///   per relay each second (with the walkers' positions that changed), and a snapshot on request for a
+///   relay that missed a delta.
 public protocol RelayBus: Sendable {
-    /// False for a relay that is alone: it then builds no notices and no digests.
+    /// False for a relay that is alone: it then builds no notices and no presence messages.
     var isShared: Bool { get }
     /// Starts delivering what the other relays send to `receiver`.
     func start(delivering receiver: any BusReceiver) async throws
@@ -28,7 +30,12 @@ public protocol RelayBus: Sendable {
     /// none answers soon).
     func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer?
     func publishChanges(_ notice: ChangeNotice)
-    func publishPresence(_ digest: PresenceDigest)
+    /// Sends a presence delta or heartbeat to every other relay, in the order of the calls (after what
+    /// was published before it through `publishChanges` and `updateInterest` too).
+    func publishPresence(_ message: PresenceMessage)
+    /// Asks relay `node` for its presence snapshot; its answer comes back through `remotePresence` (none
+    /// when it does not answer soon: the receiver asks again).
+    func requestPresenceSnapshot(of node: String)
     /// Returns once the bus has everything published before (or cannot have it now).
     func flush() async
     /// Stops delivering and closes the connection to the bus.
@@ -41,7 +48,9 @@ public protocol BusReceiver: AnyObject, Sendable {
     /// ignored), less whom `restriction` hides.
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?)
     func remoteChanges(_ notice: ChangeNotice)
-    func remotePresence(_ digest: PresenceDigest)
+    func remotePresence(_ message: PresenceMessage)
+    /// Answers another relay's `requestPresenceSnapshot(of:)`: everyone connected here, as of the last delta sent.
+    func localPresenceSnapshot() async -> PresenceSnapshot
     /// Answers another relay's `lastPosition(of:for:)`: nil when `walker` is not connected here (another
     /// relay answers), else their last position here and whom of `askers` a pause of theirs hides them from.
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer?
@@ -101,37 +110,6 @@ public struct ChangeNotice: Sendable, Equatable {
     public static let unreadable = ChangeNotice(node: "", commits: nil)
 }
 
-/// One relay's connected users: all of them once a second (`full`), and in between, within
-/// `PresenceDigest.changeDelay` of a change, only who came and went. A relay not heard from for
-/// `PresenceDigest.expiry` counts as gone (its users offline).
-public struct PresenceDigest: Sendable, Equatable {
-    public var node: String
-    /// Every user with a connection to `node` (full), or those who got their first since the last digest.
-    public var online: [String]
-    public var full = true
-    /// Users whose last connection to `node` closed since its previous digest, and when.
-    public var lastSeen: [String: Int64]
-    /// The last positions of walkers connected to `node` that someone may receive (owners of sessions and
-    /// alarms), each with the restriction it was sent under, so that the others show them by the same rule.
-    public var positions: [String: LastPosition]
-
-    public init(node: String, online: [String] = [], full: Bool = true, lastSeen: [String: Int64] = [:],
-                positions: [String: LastPosition] = [:]) {
-        self.node = node
-        self.online = online
-        self.full = full
-        self.lastSeen = lastSeen
-        self.positions = positions
-    }
-
-    /// How often a relay sends its full digest, in milliseconds.
-    public static let interval: Int64 = 1000
-    /// How soon after someone comes or goes a relay sends a digest of the change.
-    public static let changeDelay: Int64 = 50
-    /// After this long without a digest a relay counts as gone.
-    public static let expiry: Int64 = 3000
-}
-
 /// The bus of a relay that is alone: nothing to send, nothing to hear.
 public struct LocalBus: RelayBus {
     public init() {}
@@ -141,7 +119,8 @@ public struct LocalBus: RelayBus {
     public func updateInterest(adding: Set<String>, removing: Set<String>) async {}
     public func lastPosition(of walker: String, for askers: [String]) async -> LastPositionAnswer? { nil }
     public func publishChanges(_ notice: ChangeNotice) {}
-    public func publishPresence(_ digest: PresenceDigest) {}
+    public func publishPresence(_ message: PresenceMessage) {}
+    public func requestPresenceSnapshot(of node: String) {}
     public func flush() async {}
     public func stop() async {}
 }

@@ -25,7 +25,7 @@ final class ChangeNoticeGapTests: XCTestCase {
             try await other.publish(subject: "hw.changes", payload: ClusterCodec.encode(notice))
         }
         // On the same connection after them: once it arrives, every notice has been buffered or dropped.
-        try await other.publish(subject: "hw.presence", payload: ClusterCodec.encode(PresenceDigest(node: "there")))
+        try await other.publish(subject: "hw.presence", payload: ClusterCodec.encode(.heartbeat(PresenceHeartbeat(node: "there", epoch: "e", seq: 0))))
         try await other.flush()
         let notices = try await withTimeout(10, "the notices") {
             var notices: [ChangeNotice] = []
@@ -74,7 +74,8 @@ private final class HeldReceiver: BusReceiver {
 
     func release() { gate.signal() }
 
-    func remotePresence(_ digest: PresenceDigest) { continuation.yield(.presence) }
+    func remotePresence(_ message: PresenceMessage) { continuation.yield(.presence) }
+    func localPresenceSnapshot() async -> PresenceSnapshot { PresenceSnapshot(node: "here", epoch: "e", seq: 0) }
 
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }

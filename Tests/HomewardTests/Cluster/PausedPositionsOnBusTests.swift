@@ -2,7 +2,7 @@ import HomewardCore
 import HomewardProtocol
 import XCTest
 
-/// The walker is connected to another relay, which sends their last positions (in its presence digest and
+/// The walker is connected to another relay, which sends their last positions (in its presence heartbeat and
 /// its `hw.last` answers) with the restriction each was sent under: this relay shows a friend what the
 /// walker's relay would, never a position a pause hid from them, also after the pause ended.
 final class PausedPositionsOnBusTests: XCTestCase {
@@ -18,10 +18,10 @@ final class PausedPositionsOnBusTests: XCTestCase {
         func at(_ lat: Double) -> Position { Position(lat: lat, lon: 11.9, ts: harness.clock.now) }
         var last = LastPosition(at(1))
         last.record(at(2), restriction: .allBut(["bob"]))  // sent while paused from bob, who has resumed since
-        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["alice"], positions: ["alice": last]))
+        harness.relay.remotePresence(.snapshot(PresenceSnapshot(node: "there", epoch: "e", seq: 1, online: ["alice"], positions: ["alice": last])))
         await harness.relay.drain()
-        let fromDigest = try await harness.ok(.friendLocation(username: "alice"), as: bobAuth, sink: bob)
-        XCTAssertEqual(fromDigest.field("position")?["lat"], 1)
+        let fromSnapshot = try await harness.ok(.friendLocation(username: "alice"), as: bobAuth, sink: bob)
+        XCTAssertEqual(fromSnapshot.field("position")?["lat"], 1)
         let forCarol = try await harness.ok(.friendLocation(username: "alice"), as: carolAuth, sink: carol)
         XCTAssertEqual(forCarol.field("position")?["lat"], 2)
 

@@ -80,7 +80,7 @@ final class PausesOnBusTests: XCTestCase {
     }
 
     /// The walker is on another relay, which says a pause hides them from bob, while this relay's cache
-    /// (and the position its digest brought) does not know the pause yet: bob is shown no position.
+    /// (and the position its snapshot brought) does not know the pause yet: bob is shown no position.
     func testAPauseOnlyTheWalkersRelayKnowsHidesTheirLastPositionHere() async throws {
         let (harness, bus) = try await harness()
         let (alice, aliceAuth) = try await harness.connect("alice")
@@ -89,7 +89,8 @@ final class PausesOnBusTests: XCTestCase {
         let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
         let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
         harness.relay.disconnect("alice", sink: alice)
-        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["alice"], positions: ["alice": LastPosition(position(57.7, harness))]))
+        harness.relay.remotePresence(.snapshot(PresenceSnapshot(node: "there", epoch: "e", seq: 1, online: ["alice"],
+                                                                positions: ["alice": LastPosition(position(57.7, harness))])))
         await harness.relay.drain()
         let located = try await harness.ok(.friendLocation(username: "alice"), as: bobAuth, sink: bob)
         XCTAssertEqual(located.field("position")?["lat"], 57.7, "no pause: the position")

@@ -11,7 +11,8 @@ final class RecordingBus: RelayBus {
         case position(from: String, text: String, restriction: PositionRestriction?)
         case interest(adding: Set<String>, removing: Set<String>)
         case notice(ChangeNotice)
-        case digest(PresenceDigest)
+        case presence(PresenceMessage)
+        case snapshotRequest(node: String)
     }
 
     private let log = Mutex<[Call]>([])
@@ -33,7 +34,8 @@ final class RecordingBus: RelayBus {
         lastPositionAskers.withLock { $0.append(askers) }
         return lastPositionAnswer.withLock { $0 }
     }
-    func publishPresence(_ digest: PresenceDigest) { log.withLock { $0.append(.digest(digest)) } }
+    func publishPresence(_ message: PresenceMessage) { log.withLock { $0.append(.presence(message)) } }
+    func requestPresenceSnapshot(of node: String) { log.withLock { $0.append(.snapshotRequest(node: node)) } }
     func flush() async {}
     func stop() async {}
 
@@ -118,13 +120,13 @@ final class RelayOnBusTests: XCTestCase {
     func testUsersOnOtherRelaysAreOnlineAndTheirFriendsHearOfIt() async throws {
         let (harness, _) = try await harness()
         let (alice, aliceAuth) = try await harness.connect("alice")
-        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["bob"]))
+        harness.relay.remotePresence(.delta(PresenceDelta(node: "there", epoch: "e", seq: 1, joined: ["bob"])))
         await harness.relay.drain()
         XCTAssertTrue(harness.relay.presence.isOnline("bob"))
         XCTAssertEqual(alice.events("presence").last?["online"], true)
 
-        harness.relay.remotePresence(PresenceDigest(node: "there", online: ["bob"], full: false))
-        harness.relay.remotePresence(PresenceDigest(node: "there", full: false, lastSeen: ["bob": 1234]))
+        harness.relay.remotePresence(.delta(PresenceDelta(node: "there", epoch: "e", seq: 2, joined: ["bob"])))
+        harness.relay.remotePresence(.delta(PresenceDelta(node: "there", epoch: "e", seq: 3, left: ["bob": 1234])))
         await harness.relay.drain()
         XCTAssertFalse(harness.relay.presence.isOnline("bob"))
         XCTAssertEqual(alice.events("presence").count, 2, "a repeated online changes nothing")
