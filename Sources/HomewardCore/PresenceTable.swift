@@ -22,7 +22,7 @@ import Synchronization
 public final class PresenceTable: PresenceView, Sendable {
     struct Entry {
         var sinks: [ObjectIdentifier: any ClientSink] = [:]
-        /// Other relays this user is connected to (from their presence digests).
+        /// Other relays this user is connected to (from their presence deltas and snapshots).
         var remoteNodes: Set<String> = []
         var lastSeen: Int64?
         /// The last position with the restriction it was sent under (`LastPosition`).

@@ -102,6 +102,12 @@ final class ClusterFaultTests: ClusterTestCase {
                 try await intruder.publish(subject: subject, payload: ByteBuffer(string: text))
             }
         }
+        // Presence messages of a bad shape, and a snapshot nobody asked for (only an answer is one).
+        for text in [#"{"kind": "delta", "node": "x", "epoch": "e", "seq": "1", "joined": [], "left": {}}"#,
+                     #"{"kind": "snapshot", "node": "x", "epoch": "e", "seq": 1, "online": ["mallory"], "positions": {}}"#,
+                     #"{"node": "x", "online": ["mallory"], "full": true}"#] {
+            try await intruder.publish(subject: "hw.presence", payload: ByteBuffer(string: text))
+        }
         try await intruder.flush()
         await intruder.close()
 
@@ -110,6 +116,8 @@ final class ClusterFaultTests: ClusterTestCase {
         try await befriend(alice, bob)
         let list = try await bob.client.ok("friend.list")
         XCTAssertEqual(list["friends"]?.arrayValue?.first?["username"], .string(alice.username))
+        let malloryOnline = try b.running.relay.presence.isOnline("mallory")
+        XCTAssertFalse(malloryOnline, "a snapshot is taken only as an answer")
     }
 
     /// Node a (a real process) is killed mid-walk; the walker reconnects to node b within the grace, so
@@ -151,10 +159,10 @@ final class ClusterFaultTests: ClusterTestCase {
     }
 
     /// Node a is killed and alice does not come back: node b counts her offline once node a has been
-    /// silent for 3 s, and bob gets `session.lost` after the grace, with her last position from node a's digest.
+    /// silent for 3 s, and bob gets `session.lost` after the grace, with her last position from node a's heartbeat.
     func testAWalkerOfAKilledRelayWhoStaysAwayIsLost() async throws {
         let (a, b, _, alice, _, bob, id) = try await walkOnAKillableRelay()
-        try await eventually(within: 2, "node a's digest to bring alice's position to node b") {
+        try await eventually(within: 2, "node a's heartbeat to bring alice's position to node b") {
             try b.running.relay.presence.lastPosition(alice) != nil
         }
         a.kill()
@@ -163,11 +171,11 @@ final class ClusterFaultTests: ClusterTestCase {
         XCTAssertEqual(lost["lastPosition"]?["lat"], 57.0)
     }
 
-    /// Killed right after a position went out: node a's last digest (up to a second old) has an older one, but
+    /// Killed right after a position went out: node a's last heartbeat (up to a second old) has an older one, but
     /// node b delivered the newest to bob, and that is the one `session.lost` carries.
     func testAWalkerKilledRightAfterAPositionIsLostWithThatPosition() async throws {
         let (a, b, walker, alice, _, bob, id) = try await walkOnAKillableRelay()
-        try await eventually(within: 2, "node a's digest to bring alice's position to node b") {
+        try await eventually(within: 2, "node a's heartbeat to bring alice's position to node b") {
             try b.running.relay.presence.lastPosition(alice) != nil
         }
         try await walker.send(["type": "pos", "lat": 57.5, "lon": 11.5])
@@ -180,7 +188,7 @@ final class ClusterFaultTests: ClusterTestCase {
     }
 
     /// The relay that decides `session.lost` (it fires the timers) has no observer of the walker and knows her
-    /// only from digests; the observer's relay delivered a newer position, and bob gets that one.
+    /// only from heartbeats; the observer's relay delivered a newer position, and bob gets that one.
     func testSessionLostDecidedOnARelayWithoutObserversCarriesThePositionTheObserverHad() async throws {
         let cluster = try await startCluster()
         let c = try await startNode("node-c", of: cluster) { $0.safety.lostContactGrace = 2000 }
@@ -189,7 +197,7 @@ final class ClusterFaultTests: ClusterTestCase {
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
         addTeardownBlock { a.stop() }
         let (walker, alice, _, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
-        try await eventually(within: 2, "node a's digest to bring alice's position to node c") {
+        try await eventually(within: 2, "node a's heartbeat to bring alice's position to node c") {
             try c.running.relay.presence.lastPosition(alice)?.lat == 57.0
         }
         try await walker.send(["type": "pos", "lat": 57.5, "lon": 11.5])
