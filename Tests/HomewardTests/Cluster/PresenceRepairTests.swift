@@ -17,9 +17,9 @@ final class PresenceRepairTests: XCTestCase {
         let address = NATSServerAddress(host: "127.0.0.1", port: server.port)
         let lossy = LossyBus(try await NATSBus.connect(servers: [address], node: "node-a", logger: Logger(label: "test")))
         let a = try await SafetyHarness(users: ["alice", "carol"], friends: [], bus: lossy, node: "node-a")
-        let b = try await SafetyHarness(users: ["bob"], friends: [],
-                                        bus: try await NATSBus.connect(servers: [address], node: "node-b", logger: Logger(label: "test")),
-                                        node: "node-b")
+        let asking = LossyBus(try await NATSBus.connect(servers: [address], node: "node-b", logger: Logger(label: "test")),
+                              asksForSnapshots: true)
+        let b = try await SafetyHarness(users: ["bob"], friends: [], bus: asking, node: "node-b")
         // Counts the snapshot requests (a listener that does not answer them).
         let listener = try await NATSClient.connect(urls: [server.url])
         let requests = Subjects()
@@ -71,12 +71,17 @@ private final class Subjects: Sendable {
     var all: [String] { subjects.withLock { $0 } }
 }
 
-/// A relay's NATS bus that loses the presence deltas it is told to (a message lost on the way).
+/// A relay's NATS bus that loses the presence deltas it is told to (a message lost on the way), and
+/// (`asksForSnapshots` false: to check that the test fails without the repair) never asks for a snapshot.
 private final class LossyBus: RelayBus {
     private let bus: NATSBus
     private let toDrop = Mutex(0)
+    private let asksForSnapshots: Bool
 
-    init(_ bus: NATSBus) { self.bus = bus }
+    init(_ bus: NATSBus, asksForSnapshots: Bool = true) {
+        self.bus = bus
+        self.asksForSnapshots = asksForSnapshots
+    }
 
     /// The next `count` deltas are not sent.
     func dropDeltas(_ count: Int) { toDrop.withLock { $0 += count } }
@@ -97,7 +102,9 @@ private final class LossyBus: RelayBus {
         }) { return }
         bus.publishPresence(message)
     }
-    func requestPresenceSnapshot(of node: String) { bus.requestPresenceSnapshot(of: node) }
+    func requestPresenceSnapshot(of node: String) {
+        if asksForSnapshots { bus.requestPresenceSnapshot(of: node) }
+    }
     func flush() async { await bus.flush() }
     func stop() async { await bus.stop() }
 }
