@@ -96,8 +96,9 @@ struct ConnectionStateMachine {
         /// A share link's viewer (protocol 1.1): it only receives and every request it sends is refused, so
         /// nothing is ever with the relay. A viewer stays a viewer until the connection ends.
         case viewing(viewerKey: String)
-        /// A close frame went out; the channel is still open. Nothing more is served. `identity` is kept so
-        /// that the relay is told to forget exactly this connection when the channel is gone.
+        /// A close frame went out; the channel is still open. Nothing more is served. The identity is kept so
+        /// that the relay is told to forget exactly this connection when the channel is gone (unless a
+        /// sign-out or sign-in answered meanwhile changed whom the relay holds: see `served`).
         case closing(Identity?, serving: Bool)
         /// The channel is gone and the relay was told to forget the identity. A request still `serving`
         /// is undone when its answer comes (`served` returns what it attached as `detach`).
