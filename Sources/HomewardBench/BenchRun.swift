@@ -8,7 +8,10 @@ import NIOPosix
 /// temporary data directory. nats-server and mosquitto are installed (if missing), given TLS
 /// certificates and configs, and started on loopback by `bench/peers.sh`. `homeward-cluster` is three relays
 /// (`--node-id n1...n3`) on the PostgreSQL and bus nats-server that `bench/peers.sh start DIR cluster` starts.
-public final class BenchRun: @unchecked Sendable {
+///
+/// Not `Sendable`: the command's one task owns a run from `start` to `stop`, and the compiler keeps it there.
+/// What the scenarios share across tasks (the drivers, the environment) is `Sendable` itself.
+public final class BenchRun {
     public struct Options: Sendable {
         public var brokers: [String] = ["homeward", "nats", "mosquitto"]
         public var relayBinary: String?
@@ -85,10 +88,11 @@ public final class BenchRun: @unchecked Sendable {
         for name in options.brokers {
             switch name {
             case "homeward-pg":
+                let helpers = [("PostgreSQL", readPID("pg/data/postmaster"))].compactMap { name, pid in pid.map { (name: name, pid: $0) } }
                 let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
                                                 nodes: [(port: options.postgresRelayPort,
-                                                         arguments: ["--store", store("homeward_one")] + options.relayArguments)])
-                driver.helpers = [("PostgreSQL", readPID("pg/data/postmaster"))].compactMap { name, pid in pid.map { (name: name, pid: $0) } }
+                                                         arguments: ["--store", store("homeward_one")] + options.relayArguments)],
+                                                helpers: helpers)
                 homewards.append(driver)
                 try await driver.waitUntilReady()
                 drivers.append(driver)
@@ -103,10 +107,10 @@ public final class BenchRun: @unchecked Sendable {
                     (port: port, arguments: ["--store", store("homeward"), "--bus", options.clusterBus,
                                              "--node-id", "n\(index + 1)"] + options.relayArguments)
                 }
-                let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
-                                                nodes: nodes)
-                driver.helpers = [("nats-server (bus)", readPID("bus")), ("PostgreSQL", readPID("pg/data/postmaster"))]
+                let helpers = [("nats-server (bus)", readPID("bus")), ("PostgreSQL", readPID("pg/data/postmaster"))]
                     .compactMap { name, pid in pid.map { (name: name, pid: $0) } }
+                let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
+                                                nodes: nodes, helpers: helpers)
                 homewards.append(driver)
                 try await driver.waitUntilReady()
                 drivers.append(driver)

@@ -131,7 +131,8 @@ public final class BenchSocket: Sendable {
     }
 }
 
-final class RawHandler: ChannelInboundHandler, @unchecked Sendable {
+/// Like every NIO handler, not `Sendable`: it lives on its channel's event loop (see `HTTPServerPipelineHandler`).
+final class RawHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let receiver: any ByteReceiver
     let socket: BenchSocket
@@ -156,7 +157,8 @@ final class RawHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-final class WebSocketHandler: ChannelInboundHandler, @unchecked Sendable {
+/// Not `Sendable`, as `RawHandler`.
+final class WebSocketHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
     let receiver: any ByteReceiver

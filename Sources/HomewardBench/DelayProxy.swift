@@ -57,8 +57,10 @@ public final class DelayProxy: Sendable {
 /// Writes what one socket reads to its peer `delay` later; closes the peer when this side closes. On an
 /// accepted socket (`target` set) it connects the peer when it becomes active, on its own event loop, and
 /// holds what arrives before that; with `counting`, it reads the stream as PostgreSQL frontend messages.
-final class DelayedForwarder: ChannelInboundHandler, @unchecked Sendable {
-    // `@unchecked Sendable`: used only on the one event loop both sockets share (checked below).
+///
+/// Like every NIO handler it is not `Sendable`: its state lives on the event loop both sockets share, and
+/// the connect's completion reaches it through `NIOLoopBound`.
+final class DelayedForwarder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private var peer: (any Channel)?
     private var waiting: [ByteBuffer] = []

@@ -6,43 +6,74 @@ import Synchronization
 
 /// One Homeward connection: requests of the wire model with ids for setup, and fast prefix checks
 /// for the positions and alarms that arrive during a measurement.
-final class HomewardLink: ByteReceiver, @unchecked Sendable {
-    // Confined to the socket's event loop.
+final class HomewardLink: Sendable {
+    let socket: BenchSocket
+    private let inbox: Inbox
     private let ids = Atomic<Int>(0)
-    private var pending: [Int64: CheckedContinuation<JSONValue, Never>] = [:]
-    var onPosition: (@Sendable (ByteBuffer) -> Void)?
-    var onAlarm: (@Sendable () -> Void)?
-    private(set) var socket: BenchSocket!
+
+    /// What arrives on the socket, read on its event loop, where all that it keeps lives.
+    final class Inbox: ByteReceiver {
+        struct State {
+            var pending: [Int64: CheckedContinuation<JSONValue, Never>] = [:]
+            var onPosition: (@Sendable (ByteBuffer) -> Void)?
+            var onAlarm: (@Sendable () -> Void)?
+        }
+
+        let state: NIOLoopBoundBox<State>
+
+        init(eventLoop: any EventLoop) {
+            state = .makeBoxSendingValue(State(), eventLoop: eventLoop)
+        }
+
+        func received(_ buffer: ByteBuffer, on socket: BenchSocket) {
+            if HomewardLink.hasPrefix(buffer, HomewardLink.posPrefix) {
+                state.value.onPosition?(buffer)
+                return
+            }
+            if HomewardLink.hasPrefix(buffer, HomewardLink.alarmPrefix) {
+                state.value.onAlarm?()
+                return
+            }
+            guard let reply = try? JSONParser.parse(buffer.readableBytesView), case .int(let re)? = reply["re"],
+                  let waiter = state.value.pending.removeValue(forKey: re) else { return }
+            waiter.resume(returning: reply)
+        }
+
+        func closed() {
+            let waiters = state.value.pending
+            state.value.pending = [:]
+            for waiter in waiters.values { waiter.resume(returning: HomewardLink.failure("closed")) }
+        }
+    }
 
     static let posPrefix: [UInt8] = Array("{\"type\":\"pos\"".utf8)
     static let alarmPrefix: [UInt8] = Array("{\"type\":\"alarm\",".utf8)
 
+    private init(socket: BenchSocket, inbox: Inbox) {
+        self.socket = socket
+        self.inbox = inbox
+    }
+
     static func connect(_ env: BenchEnvironment, port: Int, source: String?) async throws -> HomewardLink {
-        let link = HomewardLink()
-        link.socket = try await BenchSocket.connect(group: env.group, tls: env.tls, host: "127.0.0.1", port: port, source: source,
-                                                    framing: .webSocket(path: "/v1/ws", subprotocol: "homeward.v1"),
-                                                    receiver: link)
-        return link
+        // The loop is chosen first: the inbox keeps its state there and exists before the socket does.
+        let loop = env.group.next()
+        let inbox = Inbox(eventLoop: loop)
+        let socket = try await BenchSocket.connect(group: loop, tls: env.tls, host: "127.0.0.1", port: port, source: source,
+                                                   framing: .webSocket(path: "/v1/ws", subprotocol: "homeward.v1"),
+                                                   receiver: inbox)
+        return HomewardLink(socket: socket, inbox: inbox)
     }
 
-    func received(_ buffer: ByteBuffer, on socket: BenchSocket) {
-        if Self.hasPrefix(buffer, Self.posPrefix) {
-            onPosition?(buffer)
-            return
-        }
-        if Self.hasPrefix(buffer, Self.alarmPrefix) {
-            onAlarm?()
-            return
-        }
-        guard let reply = try? JSONParser.parse(buffer.readableBytesView), case .int(let re)? = reply["re"],
-              let waiter = pending.removeValue(forKey: re) else { return }
-        waiter.resume(returning: reply)
+    /// Hands every position that arrives to `handler`, on the socket's event loop; from before the next request.
+    func onPosition(_ handler: @escaping @Sendable (ByteBuffer) -> Void) {
+        let state = inbox.state
+        socket.eventLoop.execute { state.value.onPosition = handler }
     }
 
-    func closed() {
-        let waiters = pending
-        pending = [:]
-        for waiter in waiters.values { waiter.resume(returning: Self.failure("closed")) }
+    /// Calls `handler` for every alarm that arrives, as `onPosition`.
+    func onAlarm(_ handler: @escaping @Sendable () -> Void) {
+        let state = inbox.state
+        socket.eventLoop.execute { state.value.onAlarm = handler }
     }
 
     /// A reply the relay did not send: the request was not answered (`code` says why).
@@ -71,15 +102,15 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
     /// Sends `request` with a new id and returns its reply, `ok` or `error`; after `timeout` seconds without
     /// one, an error with code `timeout` (a reply that comes later is dropped).
     func exchange(_ request: Request, timeout: Double = 60) async -> JSONValue {
-        let loop = socket.eventLoop
+        let (socket, state, loop) = (socket, inbox.state, socket.eventLoop)
         let id = Int64(ids.wrappingAdd(1, ordering: .relaxed).newValue)
         let bytes = JSONWriter.encode(request.json(id: .int(id)))
         return await withCheckedContinuation { continuation in
             loop.execute {
-                self.pending[id] = continuation
-                self.socket.send(bytes)
+                state.value.pending[id] = continuation
+                socket.send(bytes)
                 loop.scheduleTask(in: .milliseconds(Int64(timeout * 1000))) {
-                    self.pending.removeValue(forKey: id)?.resume(returning: Self.failure("timeout"))
+                    state.value.pending.removeValue(forKey: id)?.resume(returning: Self.failure("timeout"))
                 }
             }
         }
@@ -94,7 +125,7 @@ final class HomewardLink: ByteReceiver, @unchecked Sendable {
     }
 }
 
-final class HomewardWalker: Publisher, @unchecked Sendable {
+final class HomewardWalker: Publisher, Sendable {
     let link: HomewardLink
     let index: Int
     var eventLoop: any EventLoop { link.socket.eventLoop }
@@ -105,14 +136,14 @@ final class HomewardWalker: Publisher, @unchecked Sendable {
     }
 
     func publish(sequence: Int) {
-        let socket = link.socket!
+        let socket = link.socket
         socket.send(Payload.homewardPosition(walker: index, sequence: sequence, allocator: socket.channel.allocator))
     }
 }
 
 /// Homeward, started from the `homeward-relay` binary beside this tool with a temporary data directory:
 /// one relay, or (`homeward-cluster`) several on one PostgreSQL and one NATS, each given its own arguments.
-public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
+public final class HomewardDriver: BrokerDriver, Sendable {
     /// One relay process of the driver.
     struct Node {
         let port: Int
@@ -129,7 +160,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     public var pid: Int32? { nodes[0].process.pid }
     public var cpuPIDs: [Int32] { nodes.compactMap { $0.process.pid } }
     /// Processes that help a cluster (its bus and database), named, for the CPU breakdown.
-    var helpers: [(name: String, pid: Int32)] = []
+    let helpers: [(name: String, pid: Int32)]
     public var cpuBreakdown: [(name: String, pids: [Int32])] {
         guard nodes.count > 1 else { return [] }
         let relays = nodes.enumerated().map { index, node in
@@ -138,7 +169,8 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
         return relays + helpers.map { (name: $0.name, pids: SystemInfo.withChildren($0.pid)) }
     }
     private let counter = Mutex(0)
-    private var idleToken: String?
+    /// The token idle connections sign in with (`prepareConnections`).
+    private let idleToken = Mutex<String?>(nil)
     static let password = "bench-password-1"
 
     /// One relay on `port`.
@@ -147,9 +179,11 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     }
 
     /// One relay per entry of `nodes`, each on its port with its own arguments added.
-    public init(name: String, env: BenchEnvironment, binary: String, nodes: [(port: Int, arguments: [String])]) throws {
+    public init(name: String, env: BenchEnvironment, binary: String, nodes: [(port: Int, arguments: [String])],
+                helpers: [(name: String, pid: Int32)] = []) throws {
         self.name = name
         self.env = env
+        self.helpers = helpers
         var started: [Node] = []
         do {
             for (index, node) in nodes.enumerated() {
@@ -264,7 +298,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
                 throw BenchError.failed("homeward: session.start reply without its session")
             }
             for follower in followers {
-                follower.link.onPosition = { sink.delivered($0) }
+                follower.link.onPosition { sink.delivered($0) }
                 try await self.settled { try await follower.link.request(.sessionAccept(sessionId: id)) }
             }
         }
@@ -273,14 +307,14 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
     }
 
     public func prepareConnections() async throws {
-        guard idleToken == nil else { return }
+        guard idleToken.withLock({ $0 }) == nil else { return }
         let user = try await registered()
-        idleToken = user.token
+        idleToken.withLock { $0 = user.token }
         user.link.socket.close()
     }
 
     public func openIdle(source: String?) async throws -> BenchSocket {
-        guard let token = idleToken else { throw BenchError.failed("prepareConnections first") }
+        guard let token = idleToken.withLock({ $0 }) else { throw BenchError.failed("prepareConnections first") }
         let link = try await HomewardLink.connect(env, port: port, source: source)
         try await link.request(.hello(token: token))
         return link.socket
@@ -296,7 +330,7 @@ public final class HomewardDriver: BrokerDriver, @unchecked Sendable {
         try await forEachConcurrently(recipients, width: 8) { index in
             let recipient = users[index + 1]
             try await self.befriend(owner, recipient)
-            recipient.link.onAlarm = { counter.arrived() }
+            recipient.link.onAlarm { counter.arrived() }
         }
         return HomewardAlarm(owner: owner.link, recipients: recipients, counter: counter,
                              sockets: users.map { $0.link.socket })

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// A child process the tool started, stopped when the tool is done.
-public final class ManagedProcess: @unchecked Sendable {
+public final class ManagedProcess: Sendable {
     let process: Process
 
     init(process: Process) { self.process = process }

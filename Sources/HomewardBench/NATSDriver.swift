@@ -7,29 +7,80 @@ import Synchronization
 /// TLS to load nats-server the way Homeward's clients load the relay, which `NATSClient` (plain TCP)
 /// does not do; so it reuses only `HomewardNATS`'s encoder (`NATSClientCommand`) and streaming parser
 /// (`NATSParser`: WebSocket frames do not align with protocol messages).
-final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
-    // Confined to the socket's event loop.
-    private var parser = NATSParser()
-    private var pongWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
-    var onMessage: (@Sendable (ByteBuffer) -> Void)?
-    private(set) var socket: BenchSocket!
+final class NATSLink: TopicLink, Sendable {
+    let socket: BenchSocket
+    private let inbox: Inbox
+
+    /// What arrives on the socket, parsed on its event loop, where all that it keeps lives.
+    final class Inbox: ByteReceiver {
+        struct State {
+            var parser = NATSParser()
+            var pongWaiters = CircularBuffer<CheckedContinuation<Void, any Error>>()
+            var onMessage: (@Sendable (ByteBuffer) -> Void)?
+        }
+
+        let state: NIOLoopBoundBox<State>
+
+        init(eventLoop: any EventLoop) {
+            state = .makeBoxSendingValue(State(), eventLoop: eventLoop)
+        }
+
+        func received(_ incoming: ByteBuffer, on socket: BenchSocket) {
+            state.withValue { state in
+                state.parser.append(incoming)
+                do {
+                    while let op = try state.parser.next() {
+                        switch op {
+                        case .message(let message): state.onMessage?(message.payload)
+                        case .ping: socket.send(NATSClientCommand.pong.encoded())
+                        case .pong: state.pongWaiters.popFirst()?.resume()
+                        case .error(let text): FileHandle.standardError.write(Data("nats: -ERR \(text)\n".utf8))
+                        case .info, .ok: break
+                        }
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("nats: \(error)\n".utf8))
+                    socket.close()
+                }
+            }
+        }
+
+        func closed() {
+            while let waiter = state.value.pongWaiters.popFirst() { waiter.resume(throwing: BenchError.failed("nats: connection closed")) }
+        }
+    }
+
+    private init(socket: BenchSocket, inbox: Inbox) {
+        self.socket = socket
+        self.inbox = inbox
+    }
 
     static func connect(_ env: BenchEnvironment, port: Int, source: String?) async throws -> NATSLink {
-        let link = NATSLink()
-        link.socket = try await BenchSocket.connect(group: env.group, tls: env.tls, host: "127.0.0.1", port: port, source: source,
-                                                    framing: .webSocket(path: "/", subprotocol: nil), receiver: link)
-        link.socket.send(NATSClientCommand.connect(NATSConnectOptions(name: "bench")).encoded())
+        // The loop is chosen first: the inbox keeps its state there and exists before the socket does.
+        let loop = env.group.next()
+        let inbox = Inbox(eventLoop: loop)
+        let socket = try await BenchSocket.connect(group: loop, tls: env.tls, host: "127.0.0.1", port: port, source: source,
+                                                   framing: .webSocket(path: "/", subprotocol: nil), receiver: inbox)
+        let link = NATSLink(socket: socket, inbox: inbox)
+        socket.send(NATSClientCommand.connect(NATSConnectOptions(name: "bench")).encoded())
         try await link.ping()
         return link
     }
 
+    /// Hands the payload of every message that arrives to `handler`, on the socket's event loop; from before
+    /// the next command sent.
+    func onMessage(_ handler: @escaping @Sendable (ByteBuffer) -> Void) {
+        let state = inbox.state
+        socket.eventLoop.execute { state.value.onMessage = handler }
+    }
+
     /// Round trip: everything sent before it has been processed by the server.
     func ping() async throws {
-        let loop = socket.eventLoop
+        let (socket, state) = (socket, inbox.state)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute {
-                self.pongWaiters.append(continuation)
-                self.socket.send(NATSClientCommand.ping.encoded())
+            socket.eventLoop.execute {
+                state.value.pongWaiters.append(continuation)
+                socket.send(NATSClientCommand.ping.encoded())
             }
         }
     }
@@ -42,32 +93,10 @@ final class NATSLink: ByteReceiver, TopicLink, @unchecked Sendable {
     func publish(_ subject: String, _ payload: ByteBuffer) {
         socket.send(NATSClientCommand.publish(subject: subject, replyTo: nil, payload: payload).encoded(allocator: socket.channel.allocator))
     }
-
-    func received(_ incoming: ByteBuffer, on socket: BenchSocket) {
-        parser.append(incoming)
-        do {
-            while let op = try parser.next() {
-                switch op {
-                case .message(let message): onMessage?(message.payload)
-                case .ping: socket.send(NATSClientCommand.pong.encoded())
-                case .pong: pongWaiters.popFirst()?.resume()
-                case .error(let text): FileHandle.standardError.write(Data("nats: -ERR \(text)\n".utf8))
-                case .info, .ok: break
-                }
-            }
-        } catch {
-            FileHandle.standardError.write(Data("nats: \(error)\n".utf8))
-            socket.close()
-        }
-    }
-
-    func closed() {
-        while let waiter = pongWaiters.popFirst() { waiter.resume(throwing: BenchError.failed("nats: connection closed")) }
-    }
 }
 
 /// nats-server with its WebSocket listener over TLS (started by bench/peers.sh); one subject per walker.
-public final class NATSDriver: BrokerDriver, @unchecked Sendable {
+public final class NATSDriver: BrokerDriver, Sendable {
     public let name = "nats"
     let env: BenchEnvironment
     let port: Int
@@ -86,7 +115,7 @@ public final class NATSDriver: BrokerDriver, @unchecked Sendable {
         }
         let observerLinks = try await mapConcurrently(walkers * observers, width: 32) { index in
             let link = try await NATSLink.connect(self.env, port: self.port, source: self.env.source(index))
-            link.onMessage = { sink.delivered($0) }
+            link.onMessage { sink.delivered($0) }
             try await link.subscribe("walker.\(index / observers)", sid: 1)
             return link
         }
@@ -110,7 +139,7 @@ public final class NATSDriver: BrokerDriver, @unchecked Sendable {
         let owner = try await NATSLink.connect(env, port: port, source: env.source(0))
         let links = try await mapConcurrently(recipients, width: 32) { index in
             let link = try await NATSLink.connect(self.env, port: self.port, source: self.env.source(index + 1))
-            link.onMessage = { _ in counter.arrived() }
+            link.onMessage { _ in counter.arrived() }
             try await link.subscribe(subject, sid: 1)
             return link
         }

@@ -67,10 +67,6 @@ public struct FanoutResult: Sendable {
     }
 }
 
-final class Sequence: @unchecked Sendable {
-    var value = 0
-}
-
 public enum FanoutScenario {
     public static func run(_ driver: any BrokerDriver, _ config: FanoutConfig) async throws -> FanoutResult {
         let sink = DeliverySink()
@@ -117,11 +113,12 @@ public enum FanoutScenario {
         var tasks: [RepeatedTask] = []
         let started = BenchClock.seconds()
         for publisher in rig.publishers {
-            let sequence = Sequence()
+            // The walker's position number, counted on the loop its repeated task runs on.
+            let sequenceNumber = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: publisher.eventLoop)
             let offset = TimeAmount.nanoseconds(Int64.random(in: 0..<max(1, intervalNanos)))
             tasks.append(publisher.eventLoop.scheduleRepeatedTask(initialDelay: offset, delay: interval) { _ in
-                sequence.value += 1
-                publisher.publish(sequence: sequence.value)
+                sequenceNumber.value += 1
+                publisher.publish(sequence: sequenceNumber.value)
                 sink.sent()
             })
         }

@@ -2,13 +2,13 @@ import NIOCore
 
 /// A peer-broker connection that publishes raw bytes to a named subject or topic.
 protocol TopicLink: AnyObject, Sendable {
-    var socket: BenchSocket! { get }
+    var socket: BenchSocket { get }
     func publish(_ topic: String, _ payload: ByteBuffer)
 }
 
 /// A walker on a peer broker: publishes the same position bytes a Homeward observer would receive
 /// to its own subject (NATS) or topic (MQTT).
-final class TopicWalker<Link: TopicLink>: Publisher, @unchecked Sendable {
+final class TopicWalker<Link: TopicLink>: Publisher, Sendable {
     let link: Link
     let index: Int
     let topic: String

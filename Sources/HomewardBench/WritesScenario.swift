@@ -61,12 +61,17 @@ struct ClientTally: Sendable {
 
 public enum WritesScenario {
     /// A user of a pair: its link, its partner, and the session it has going (if any).
-    final class Writer: @unchecked Sendable {
-        // `@unchecked Sendable`: each writer is driven by exactly one task, one request at a time.
+    final class Writer: Sendable {
         let link: HomewardLink
         let partner: String
-        var session: String?
-        var step = 0
+        /// Where the writer is in its cycle. Only the writer's own task touches it, one request at a time, so
+        /// the lock is never contended; it makes that checked rather than assumed.
+        private let cycle = Mutex(Cycle())
+
+        private struct Cycle {
+            var session: String?
+            var step = 0
+        }
 
         init(link: HomewardLink, partner: String) {
             self.link = link
@@ -76,28 +81,32 @@ public enum WritesScenario {
         /// The next write of the cycle start → end → pause → resume (a session left over from a failed end is
         /// ended first; after a failed start there is nothing to end).
         func next() -> Request {
-            switch step {
-            case 0 where session != nil, 1 where session != nil:
-                step = 2
-                return .sessionEnd(sessionId: session!)
-            case 0:
-                step = 1
-                return .sessionStart(SessionOptions(invite: [partner]))
-            case 1, 2:
-                step = 3
-                return .locationPause(from: partner, until: nil)
-            default:
-                step = 0
-                return .locationResume(from: partner)
+            cycle.withLock { cycle in
+                switch cycle.step {
+                case 0 where cycle.session != nil, 1 where cycle.session != nil:
+                    cycle.step = 2
+                    return .sessionEnd(sessionId: cycle.session!)
+                case 0:
+                    cycle.step = 1
+                    return .sessionStart(SessionOptions(invite: [partner]))
+                case 1, 2:
+                    cycle.step = 3
+                    return .locationPause(from: partner, until: nil)
+                default:
+                    cycle.step = 0
+                    return .locationResume(from: partner)
+                }
             }
         }
 
         func took(_ request: Request, reply: JSONValue) {
             guard reply["type"] == "ok" else { return }
-            switch request {
-            case .sessionStart: session = reply["session"]?["sessionId"]?.stringValue
-            case .sessionEnd: session = nil
-            default: break
+            cycle.withLock { cycle in
+                switch request {
+                case .sessionStart: cycle.session = reply["session"]?["sessionId"]?.stringValue
+                case .sessionEnd: cycle.session = nil
+                default: break
+                }
             }
         }
     }

@@ -6,9 +6,10 @@ import CHomewardOpenSSL
 ///
 /// `@unchecked Sendable`: the context is configured completely in `init` and never changed after;
 /// OpenSSL documents `SSL_new` on a shared, no longer modified `SSL_CTX` as safe from any thread
-/// (its reference count is atomic). `makeConnection` is the only use after `init`.
+/// (its reference count is atomic). The pointer is private, so the compiler checks that
+/// `makeConnection` is its only use after `init`: nothing can change the context once it is shared.
 public final class OpenSSLServerContext: @unchecked Sendable {
-    let context: OpaquePointer
+    private let context: OpaquePointer
 
     /// - Throws: `OpenSSLSetupError` with OpenSSL's reason.
     public init(certificateChainPath: String, privateKeyPath: String) throws {

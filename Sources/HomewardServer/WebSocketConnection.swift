@@ -81,8 +81,7 @@ final class WebSocketConnection: ChannelInboundHandler {
         unauthenticatedSlot?.release()
         loop.remove(self)
         metrics.connections.decrement()
-        if let auth = machine.channelClosed() { relay.disconnect(auth.username, sink: handle) }
-        if let viewerKey = machine.viewerClosed() { relay.disconnect(viewerKey, sink: handle) }
+        if let identity = machine.channelClosed() { relay.disconnect(identity.key, sink: handle) }
         // Ends the cycle handler → handle → handler, unless a request is still with the relay: its answer
         // must find this handler (a sign-in answered now has to be undone), and `finish` detaches then.
         if !machine.isServing { handle.detach() }
@@ -191,8 +190,7 @@ final class WebSocketConnection: ChannelInboundHandler {
     /// The relay answered the request in flight; then the next waiting one, if any, starts.
     private func finish(_ result: Result<RelayReply, RelayError>, id: RequestID?) {
         let served = machine.served(result)
-        if let gone = served.detach { relay.disconnect(gone.username, sink: handle) }
-        if let gone = served.detachViewer { relay.disconnect(gone, sink: handle) }
+        if let gone = served.detach { relay.disconnect(gone.key, sink: handle) }
         guard context != nil else {
             handle.detach()
             return

@@ -114,7 +114,7 @@ final class ConnectionStateMachineTests: XCTestCase {
         _ = machine.received(request(#"{"type":"hello","id":1,"token":"t"}"#), now: start)
         XCTAssertNil(machine.channelClosed(), "not signed in yet")
         let served = machine.served(.success(RelayReply([], auth: .authenticated(alice))))
-        XCTAssertEqual(served.detach, alice, "the relay attached a connection that is gone")
+        XCTAssertEqual(served.detach, .user(alice), "the relay attached a connection that is gone")
         XCTAssertNil(served.reply)
         XCTAssertNil(machine.nextWaiting())
     }
@@ -126,8 +126,64 @@ final class ConnectionStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.received(request(#"{"type":"ping","id":1}"#), now: start), .none)
         XCTAssertEqual(machine.receivedPing(ByteBuffer(), now: start), .none)
         XCTAssertEqual(machine.keepalive(now: start + .seconds(1000), canWrite: true), .none)
-        XCTAssertEqual(machine.channelClosed(), alice, "closing keeps who to detach when the channel is gone")
+        XCTAssertEqual(machine.channelClosed(), .user(alice), "closing keeps who to detach when the channel is gone")
         XCTAssertNil(machine.channelClosed(), "told once")
+    }
+
+    func testALogoutAnsweredWhileClosingLeavesNobodyToForget() {
+        var machine = signedIn()
+        _ = machine.received(request(#"{"type":"logout","id":9}"#), now: start)
+        XCTAssertTrue(machine.startClosing())
+        let served = machine.served(.success(RelayReply(auth: .signedOut)))
+        XCTAssertNil(served.reply, "nothing is sent once closing")
+        XCTAssertNil(served.detach)
+        XCTAssertNil(machine.auth, "the relay detached alice when it signed her out")
+        XCTAssertNil(machine.channelClosed())
+    }
+
+    func testASignInAsSomeoneElseAnsweredWhileClosingIsForgottenOnce() {
+        let bob = Authentication(username: "bob", tokenHash: "b")
+        var machine = signedIn()
+        _ = machine.received(request(#"{"type":"hello","id":2,"token":"b"}"#), now: start)
+        XCTAssertTrue(machine.startClosing())
+        XCTAssertEqual(machine.state, .closing(.user(alice), serving: true))
+        let served = machine.served(.success(RelayReply([], auth: .authenticated(bob))))
+        XCTAssertEqual(served.detach, .user(bob), "the relay attached bob to a closing connection")
+        XCTAssertNil(machine.channelClosed(), "signing in as bob detached alice: nobody is left")
+    }
+
+    func testAFailedRequestAnsweredWhileClosingKeepsWhoToForget() {
+        var machine = signedIn()
+        _ = machine.received(request(#"{"type":"friend.list","id":2}"#), now: start)
+        XCTAssertTrue(machine.startClosing())
+        let served = machine.served(.failure(.storage("disk")))
+        XCTAssertNil(served.reply)
+        XCTAssertNil(served.close, "already closing")
+        XCTAssertEqual(machine.channelClosed(), .user(alice))
+    }
+
+    func testAClosedChannelServesUntilTheAnswerComes() {
+        var machine = signedIn()
+        _ = machine.received(request(#"{"type":"friend.list","id":2}"#), now: start)
+        _ = machine.received(request(#"{"type":"friend.list","id":3}"#), now: start)
+        XCTAssertEqual(machine.channelClosed(), .user(alice))
+        XCTAssertEqual(machine.state, .closed(serving: true), "the handler keeps its handle until the answer")
+        XCTAssertTrue(machine.isServing)
+        _ = machine.served(.success(RelayReply()))
+        XCTAssertEqual(machine.state, .closed(serving: false))
+        XCTAssertNil(machine.nextWaiting(), "what waited is dropped with the channel")
+        XCTAssertFalse(machine.startClosing(), "closed already")
+    }
+
+    func testTheKindOfRequestInFlightIsKept() {
+        var machine = machine()
+        _ = machine.received(request(#"{"type":"watch","id":1,"token":"tok"}"#), now: start)
+        XCTAssertEqual(machine.state, .awaitingSignIn(serving: .watch))
+        _ = machine.served(.failure(.storage("disk")))
+        _ = machine.received(request(#"{"type":"login","id":2,"username":"alice","password":"pw"}"#), now: start)
+        XCTAssertEqual(machine.state, .awaitingSignIn(serving: .signIn))
+        _ = machine.served(.success(RelayReply([], auth: .authenticated(alice))))
+        XCTAssertEqual(machine.state, .signedIn(alice, serving: false))
     }
 
     func testCloseCodesAnsweringAClientsCloseFrame() {

@@ -72,9 +72,8 @@ final class ViewerPhaseTests: XCTestCase {
 
     func testTheViewerIsForgottenOnceWhenTheChannelCloses() {
         var machine = watching()
-        XCTAssertNil(machine.channelClosed(), "no user to detach")
-        XCTAssertEqual(machine.viewerClosed(), viewerKey)
-        XCTAssertNil(machine.viewerClosed(), "told once")
+        XCTAssertEqual(machine.channelClosed(), .viewer(key: viewerKey))
+        XCTAssertNil(machine.channelClosed(), "told once")
     }
 
     func testAWatchAnsweredAfterTheChannelClosedIsUndone() {
@@ -82,7 +81,7 @@ final class ViewerPhaseTests: XCTestCase {
         _ = machine.received(request(#"{"type":"watch","id":1,"token":"tok"}"#), now: start)
         XCTAssertNil(machine.channelClosed())
         let served = machine.served(.success(RelayReply([], auth: .watching(viewerKey: viewerKey))))
-        XCTAssertEqual(served.detachViewer, viewerKey)
+        XCTAssertEqual(served.detach, .viewer(key: viewerKey))
         XCTAssertNil(served.reply)
     }
 }
