@@ -14,6 +14,11 @@ extension RelayClient {
         try await request(.friendLocation(username: username), as: FriendLocationReply.self)
     }
 
+    /// The path of a walk we receive (feature `trail`): observers, alarm recipients, friends sharing with us.
+    public func friendTrail(_ username: String) async throws(RelayClientError) -> FriendTrailReply {
+        try await request(.friendTrail(username: username), as: FriendTrailReply.self)
+    }
+
     /// Hides our positions from everyone (`from` nil) or one friend, until `until` (Unix ms) or `resume`.
     /// Alarm recipients still get them while an alarm is active (`alarmRecipients` in the reply).
     @discardableResult

@@ -201,7 +201,7 @@ public enum ClusterCodec {
         JSONWriter.encode(.object([
             ("last", encode(answer.last)),
             ("hidden", .strings(answer.hiddenFrom.sorted())),
-        ]))
+        ] + trailMember(answer.trail)))
     }
 
     static func decodeLastPositionAnswer(_ payload: ByteBuffer) throws -> LastPositionAnswer {
@@ -211,7 +211,9 @@ public enum ClusterCodec {
         }
         let names = hidden.compactMap(\.stringValue)
         guard names.count == hidden.count else { throw DecodingError.malformed("a last-position answer with a name that is not a string") }
-        return LastPositionAnswer(last: try decodeLastPosition(last), hiddenFrom: Set(names))
+        var answer = LastPositionAnswer(last: try decodeLastPosition(last), hiddenFrom: Set(names))
+        answer.trail = try json["trail"].map(decodeTrail)
+        return answer
     }
 
     private static func parse(_ payload: ByteBuffer) throws -> JSONValue {

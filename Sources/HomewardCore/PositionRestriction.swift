@@ -27,6 +27,9 @@ public struct LastPositionAnswer: Sendable, Equatable {
     public var last: LastPosition
     /// The askers a pause hides the walker from now: they must not be shown any position of theirs.
     public var hiddenFrom: Set<String>
+    /// The walker's trail as recorded there, each point with its restriction (nil when none is recorded, or a
+    /// pause hides the walker from every asker).
+    public var trail: SessionTrail?
 
     public init(last: LastPosition, hiddenFrom: Set<String> = []) {
         self.last = last
@@ -43,5 +46,11 @@ public struct LastPositionAnswer: Sendable, Equatable {
     public init(last: LastPosition, restriction: PositionRestriction?, askers: [String]) {
         let hidden = Set(askers.filter { restriction?.hides($0) ?? false })
         self.init(last: !askers.isEmpty && hidden.count == Set(askers).count ? LastPosition() : last, hiddenFrom: hidden)
+    }
+
+    /// The same, with the walker's trail unless the pause hides them from every asker.
+    public init(last: LastPosition, trail: SessionTrail?, restriction: PositionRestriction?, askers: [String]) {
+        self.init(last: last, restriction: restriction, askers: askers)
+        if askers.isEmpty || hiddenFrom.count < Set(askers).count { self.trail = trail }
     }
 }

@@ -55,6 +55,8 @@ public final class PresenceTable: PresenceView, Sendable {
         var receivesFrom: Set<String> = []
         /// The destination of the user's active session, tested against each of their positions.
         var destination: (sessionId: String, destination: Destination)?
+        /// The path of the user's active session, recorded with each of their positions (`SessionTrail`).
+        var trail: SessionTrail?
     }
 
     /// Where a position must go, and whether it completed its sender's walk.
@@ -174,6 +176,15 @@ public final class PresenceTable: PresenceView, Sendable {
         withEntry(username) { $0.destination = destination }
     }
 
+    /// Starts recording the trail of `username`'s active session `sessionId` (from `now`; kept when it is
+    /// the session already recorded), or drops it when they have none.
+    public func setTrail(of username: String, sessionId: String?, now: Int64, limits: TrailLimits = TrailLimits()) {
+        withEntry(username) { entry in
+            guard entry.trail?.sessionId != sessionId else { return }
+            entry.trail = sessionId.map { SessionTrail(sessionId: $0, since: now, limits: limits) }
+        }
+    }
+
     public func seedLastSeen(_ lastSeen: [String: Int64]) {
         for (username, time) in lastSeen { withEntry(username) { $0.lastSeen = time } }
     }
@@ -239,6 +250,13 @@ public final class PresenceTable: PresenceView, Sendable {
         }
     }
 
+    /// A walker's trail as their relay records it (`hw.last`); kept unless the walker is connected here.
+    public func setRemoteTrail(_ trail: SessionTrail, of username: String) {
+        withEntry(username) { entry in
+            if entry.sinks.isEmpty { entry.trail = trail }
+        }
+    }
+
     /// Users with a connection to this relay.
     public func localUsers() -> [String] {
         shards.flatMap { shard in shard.entries.withLock { $0.filter { !$0.value.sinks.isEmpty }.map(\.key) } }
@@ -282,7 +300,7 @@ public final class PresenceTable: PresenceView, Sendable {
     public func lastPositionAnswer(of username: String, for askers: [String]) -> LastPositionAnswer? {
         read(username) { entry in
             guard let entry, !entry.sinks.isEmpty else { return nil }
-            return LastPositionAnswer(last: entry.last, restriction: entry.restriction, askers: askers)
+            return LastPositionAnswer(last: entry.last, trail: entry.trail, restriction: entry.restriction, askers: askers)
         }
     }
 
@@ -300,6 +318,7 @@ public final class PresenceTable: PresenceView, Sendable {
 
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
         entry.last.record(position, restriction: entry.restriction)
+        entry.trail?.record(position, restriction: entry.restriction, now: now)
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
         fanout.restriction = entry.restriction
@@ -352,6 +371,19 @@ public final class PresenceTable: PresenceView, Sendable {
     public func lastPosition(of username: String, shownTo askers: [String]) -> Position? {
         let (shown, delivered) = read(username) { ($0?.last.shown(to: askers), $0?.deliveredRemotely) }
         return Self.newer(shown, Self.position(in: delivered))
+    }
+
+    /// The trail of `username`'s active session as `askers` may see it (each point hidden from any of them
+    /// when it was sent left out); nil when this relay records none.
+    public func trail(of username: String, shownTo askers: [String], now: Int64) -> TrailInfo? {
+        read(username) { entry in
+            entry?.trail.map { TrailInfo(sessionId: $0.sessionId, since: $0.since, points: $0.points(shownTo: askers, now: now)) }
+        }
+    }
+
+    /// The trail itself with each point's restriction, for another relay to show by the same rule.
+    public func trailRecord(of username: String) -> SessionTrail? {
+        read(username) { $0?.trail }
     }
 
     /// The record itself, for the presence digest (other relays show it by the same rule).

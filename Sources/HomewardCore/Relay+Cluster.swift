@@ -94,6 +94,7 @@ extension Relay: BusReceiver {
         guard busIsShared, let walker, presence.connectionCount(of: walker) == 0, presence.isOnlineElsewhere(walker),
               let answer = await bus.lastPosition(of: walker, for: askers) else { return [] }
         if !answer.last.isEmpty { presence.setRemotePosition(answer.last, of: walker) }
+        if let trail = answer.trail { presence.setRemoteTrail(trail, of: walker) }
         return answer.hiddenFrom
     }
 

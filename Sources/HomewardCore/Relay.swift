@@ -598,7 +598,9 @@ public actor Relay {
             }
             presence.attachViewer(share.viewerKey, sink)
             await syncInterest()
-            done(.success(RelayReply(reply.fields, auth: .watching(viewerKey: share.viewerKey))))
+            let trail = hidden.isEmpty && state.trailShownToViewers(of: share.owner)
+                ? trailForReply(of: share.owner, shownTo: share.viewerKey) : nil
+            done(.success(RelayReply(reply.fields + [("trail", trail?.json ?? .null)], auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
         } catch {
             watchFailures.recordFailure(peer, now: now)
@@ -720,6 +722,7 @@ public actor Relay {
         case .meetList: outcome = state.listMeetings(user)
         case .msgSend(let to, let text): outcome = try state.sendMessage(user, to: to, text: text, presence: presence, now: now)
         case .msgRead(let id): outcome = try state.readMessage(user, id, now: now)
+        case .friendTrail(let walker): outcome = try await friendTrail(walker, for: user, now: now)
         case .register, .login, .hello, .position, .ping, .watch, .pushSubscribe:
             throw .invalid("not served here")
         }
@@ -794,6 +797,8 @@ public actor Relay {
         } else {
             reply.append(("position", position))
         }
+        // The path behind that position, read at the same moment (`Relay+Trail`).
+        reply.append(("trail", trailForReply(of: target.of, shownTo: target.shownTo)?.json ?? .null))
         return reply
     }
 
@@ -809,6 +814,7 @@ public actor Relay {
                                  reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil)
             presence.setOwner(owner, state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner))
             presence.setDestination(of: owner, to: state.destination(of: owner))
+            presence.setTrail(of: owner, sessionId: state.sessionByOwner[owner], now: clock(), limits: limits.trail)
         }
     }
 

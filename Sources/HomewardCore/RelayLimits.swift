@@ -23,6 +23,8 @@ public struct RelayLimits: Sendable {
     /// Connections watching with one share link at once: a link is a bearer secret that may leak, and
     /// viewers count against no account, so each link's fan-out is bounded.
     public var viewersPerShare = 16
+    /// How much of each active walk the relay keeps in memory to show late watchers (`SessionTrail`).
+    public var trail = TrailLimits()
 
     public init() {}
 }

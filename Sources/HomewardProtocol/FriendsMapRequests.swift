@@ -64,6 +64,7 @@ extension Request {
         switch type {
         case "share.always": return .shareAlways(with: try fields.usernames("with"))
         case "friend.location": return .friendLocation(username: try fields.username("username"))
+        case "friend.trail": return .friendTrail(username: try fields.username("username"))
         case "location.pause":
             let from = try fields.has("from") ? fields.username("from") : nil
             return .locationPause(from: from, until: try pauseEnd(fields, now: now))

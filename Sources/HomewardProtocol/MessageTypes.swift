@@ -14,7 +14,7 @@ public enum MessageTypes {
         "push.subscribe", "push.unsubscribe", "push.list",
         "ping",
         "share.create", "share.list", "share.revoke", "watch",
-        "share.always", "friend.location", "location.pause", "location.resume",
+        "share.always", "friend.location", "friend.trail", "location.pause", "location.resume",
         "meet.propose", "meet.accept", "meet.decline", "meet.cancel", "meet.list", "msg.send", "msg.read",
     ]
 

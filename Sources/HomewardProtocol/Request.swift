@@ -62,6 +62,8 @@ public enum Request: Sendable, Equatable {
     case meetList
     case msgSend(to: String, text: String)
     case msgRead(messageId: String)
+    /// Feature `trail`: the path of `username`'s active walk (`FriendTrailReply`).
+    case friendTrail(username: String)
 
     public struct AlarmRaise: Sendable, Equatable {
         public var text: String?

@@ -31,7 +31,7 @@ public struct RelayConfiguration: Sendable {
     public var passwordHasher: PasswordHasher?
     /// What the `ok` of every sign-in lists as `features` (protocol 1.1): one entry per optional part
     /// of the contract this relay serves.
-    public var features = ["share", "push", "friends-map"]
+    public var features = ["share", "push", "friends-map", "trail"]
     /// Share-link lifetimes (`publicURL` there is replaced at start-up, see `sharePublicURL(port:)`).
     public var shares = ShareSettings()
     /// The relay's public base URL for share links (`--public-url`); nil for https://HOST:PORT of the listener.

@@ -49,6 +49,7 @@ extension Request {
         case .meetList: return "meet.list"
         case .msgSend: return "msg.send"
         case .msgRead: return "msg.read"
+        case .friendTrail: return "friend.trail"
         }
     }
 
@@ -111,7 +112,7 @@ extension Request {
         case .shareRevoke(let id): add("shareId", .string(id))
         case .watch(let token): add("token", .string(token))
         case .shareAlways(let with): add("with", with.map(JSONValue.strings))
-        case .friendLocation(let username): add("username", .string(username))
+        case .friendLocation(let username), .friendTrail(let username): add("username", .string(username))
         case .locationPause(let from, let until):
             add("from", from.map(JSONValue.string))
             add("until", until.map(JSONValue.int))

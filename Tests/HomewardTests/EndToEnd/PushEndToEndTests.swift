@@ -18,7 +18,7 @@ final class PushEndToEndTests: EndToEndTestCase {
         let relay = try await startRelay()
         let alice = try await relay.user("alice")
         let hello = try await relay.connect().ok("hello", ["token": .string(alice.token)])
-        XCTAssertEqual(hello["features"], ["share", "push", "friends-map"])
+        XCTAssertEqual(hello["features"], ["share", "push", "friends-map", "trail"])
         let key = try XCTUnwrap(hello["vapidPublicKey"]?.stringValue)
         XCTAssertEqual(Base64URL.decode(key)?.count, 65)
 

@@ -41,7 +41,7 @@ final class WireModelTests: XCTestCase {
         .locationResume(from: nil), .locationResume(from: "bob"),
         .meetPropose(MeetingProposal(to: ["bob", "carol"], lat: 57.7, lon: 11.97, name: "the fountain", time: now + 3_600_000)),
         .meetAccept(meetingId: "m_1"), .meetDecline(meetingId: "m_1"), .meetCancel(meetingId: "m_1"), .meetList,
-        .msgSend(to: "bob", text: "on my way 🚶"), .msgRead(messageId: "msg_1"),
+        .msgSend(to: "bob", text: "on my way 🚶"), .msgRead(messageId: "msg_1"), .friendTrail(username: "bob"),
     ]
     static let meeting = MeetingInfo(id: "m_1", from: alice, name: "the fountain", lat: 57.7, lon: 11.97, time: now + 3_600_000,
                                      createdAt: now, invited: [MeetingInvitee(username: "bob", response: .accepted, queuedAt: now,
@@ -145,6 +145,7 @@ final class WireModelTests: XCTestCase {
         let bad: [String] = [
             #"{"type":"share.always","with":"bob"}"#, #"{"type":"share.always","with":["b"]}"#,
             #"{"type":"friend.location"}"#, #"{"type":"friend.location","username":"x y"}"#,
+            #"{"type":"friend.trail"}"#, #"{"type":"friend.trail","username":7}"#,
             #"{"type":"location.pause","until":1}"#, #"{"type":"location.pause","until":"soon"}"#,
             #"{"type":"location.pause","from":5}"#, #"{"type":"location.resume","from":"no"}"#,
             #"{"type":"meet.propose","to":[],"lat":1,"lon":2,"name":"x","time":1763833600000}"#,

@@ -69,6 +69,7 @@ export class AlarmOverlay {
       if (this.shownId !== alarm.alarmId) return;
       this.map = new WalkMap(this.mapBox, support);
       if (alarm.position) this.map.addPosition(alarm.position);
+      this.showTrail(alarm);
     });
   }
 
@@ -105,6 +106,21 @@ export class AlarmOverlay {
   dismiss(alarmId) {
     this.dismissed.add(alarmId);
     this.update();
+  }
+
+  /** The path of the walk the alarm's sender is on, if any (feature "trail"): drawn under the position. */
+  async showTrail(alarm) {
+    if (!this.app.state.features.includes('trail')) return;
+    let reply;
+    try {
+      reply = await this.app.socket.request('friend.trail', { username: alarm.from.username });
+    } catch {
+      return; // the alarm ended meanwhile, or the connection dropped: the position alone stays
+    }
+    if (!reply.trail || !this.map || this.shownId !== alarm.alarmId) return;
+    const points = reply.trail.points.map(([lat, lon, ts]) => ({ lat, lon, ts }));
+    const latest = alarm.position && (!points.length || alarm.position.ts > points[points.length - 1].ts) ? [alarm.position] : [];
+    this.map.setTrack([...points, ...latest]);
   }
 
   destroyMap() {

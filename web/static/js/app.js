@@ -10,6 +10,7 @@ import { refreshTimes } from './format.js';
 import { renderSignIn } from './sign-in-view.js';
 import { renderHome } from './home-view.js';
 import { renderWalk } from './walk-view.js';
+import { loadTrails } from './walk-trail.js';
 import { renderWalker, WalkerMode } from './walker-view.js';
 import { AlarmOverlay } from './alarm-view.js';
 import { AlarmNotifications } from './alarm-notifications.js';
@@ -94,6 +95,7 @@ async function signedIn(reply) {
   const [friends, sessions] = await Promise.all([socket.request('friend.list'), socket.request('session.list')]);
   state.setFriendList(friends);
   state.setSessionList(sessions);
+  loadTrails(app).catch(reportError);
   app.walker.resume();
   await loadFriendsMap(app).catch(reportError);
   if (!sameUser || view.name === 'sign-in' || view.name === 'loading') show({ name: 'home' });

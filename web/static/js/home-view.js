@@ -5,6 +5,7 @@
 import { h, mount, formValues, agoText } from './dom.js';
 import { displayName } from './format.js';
 import { pauseBanners } from './sharing-view.js';
+import { askedNow } from './walk-trail.js';
 
 /** What the alarm-notifications card says in each state, and its button (none: nothing to do here). */
 const NOTIFICATION_STATES = {
@@ -122,9 +123,10 @@ export function renderHome(app, main) {
   }
 
   async function accept(session) {
+    const askedAt = askedNow();
     const reply = await socket.request('session.accept', { sessionId: session.sessionId });
     state.invites.delete(session.sessionId);
-    state.follow(reply.session, reply.position);
+    state.follow(reply.session, reply.position).setTrail(reply.trail, askedAt);
     app.show({ name: 'walk', sessionId: session.sessionId });
   }
 

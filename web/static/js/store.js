@@ -2,6 +2,8 @@
 // them which part moved ("friends", "sessions", "alarms", "own", "position:<sessionId>", and for the
 // friends' map "sharers", "sharing", "meetings", "messages").
 
+import { trailPositions, mergeTrail, trailStartsLate, markSeen } from './walk-trail.js';
+
 export class AppState extends EventTarget {
   constructor() {
     super();
@@ -128,10 +130,22 @@ export class Walk {
     this.lost = null; // {since, lastPosition}
     this.ended = null; // reason
     this.map = null; // its WalkMap, made when first shown
+    this.trailSince = null; // when the relay's trail starts later than the walk (a restart): from when
+  }
+
+  /** The relay's trail of this walk (feature "trail"): replaces the track drawn so far. */
+  setTrail(trail, askedAt) {
+    const points = trailPositions(trail, this.session);
+    if (!points) return;
+    this.track = mergeTrail(points, this.track, askedAt);
+    this.trailSince = trailStartsLate(trail, this.session);
+    if (!this.last && this.track.length) this.last = this.track[this.track.length - 1];
+    if (this.map) this.map.setTrack(this.track);
   }
 
   add(position) {
     if (!position || typeof position.lat !== 'number') return false;
+    markSeen(position);
     this.last = position;
     this.track.push(position);
     if (this.map) this.map.addPosition(position);

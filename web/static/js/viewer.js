@@ -9,6 +9,7 @@ import { loadMapSupport } from './map-loader.js';
 import { WalkMap } from './walk-map.js';
 import { walkFacts, endingText } from './walk-info.js';
 import { Walk } from './store.js';
+import { askedNow } from './walk-trail.js';
 import { refreshTimes, clock, coordinates } from './format.js';
 
 const TOKEN_KEY = 'homeward.share-token';
@@ -51,8 +52,9 @@ if (!token || !/^[A-Za-z0-9_.~\-]{16,512}$/.test(token)) {
 
 async function watch() {
   try {
+    const askedAt = askedNow();
     const reply = await socket.request('watch', { token });
-    start(reply.session, reply.lastPosition);
+    start(reply.session, reply.lastPosition, reply.trail, askedAt);
   } catch (error) {
     // not_found is the relay's one answer for unknown, expired and revoked links; a relay without share
     // links (unsupported, or unauthenticated from a 1.0 relay) cannot open one either.
@@ -65,12 +67,14 @@ async function watch() {
   }
 }
 
-function start(session, lastPosition) {
+function start(session, lastPosition, trail, askedAt) {
   const first = !walk;
   if (first) walk = new Walk(session);
   else walk.session = session;
   walk.lost = null;
   if (lastPosition) add(lastPosition);
+  // Every watch (also after a reconnect) brings the relay's trail, which replaces what was drawn.
+  walk.setTrail(trail, askedAt);
   if (!first) { draw(); return; }
   const owner = session.owner;
   const mapBox = h('div', { class: 'map', id: 'walk-map' });

@@ -3,6 +3,7 @@
 
 import { h, agoText, countdownText } from './dom.js';
 import { clock, coordinates, distance, metresBetween } from './format.js';
+import { trailNotice } from './walk-trail.js';
 
 const endings = {
   ended: 'The walk has ended.',
@@ -16,9 +17,11 @@ export function endingText(reason) {
   return endings[reason] || `The walk has ended (${reason}).`;
 }
 
-export function walkFacts({ session, last, lost, ended }) {
+export function walkFacts(walk) {
+  const { session, last, lost, ended } = walk;
   const rows = [];
   if (ended) rows.push(h('p', { class: 'banner ended', id: 'walk-ended' }, endingText(ended)));
+  if (!ended) rows.push(trailNotice(walk));
   if (lost && !ended) {
     rows.push(h('p', { class: 'banner lost', id: 'contact-lost' },
       'CONTACT LOST: no connection from the phone',

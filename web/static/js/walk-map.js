@@ -37,6 +37,13 @@ export class WalkMap {
     this.draw();
   }
 
+  /** Replaces the whole track (the relay's trail of the walk, then what came since) and moves the marker. */
+  setTrack(track) {
+    this.track = track.filter((p) => p && typeof p.lat === 'number' && typeof p.lon === 'number');
+    if (this.track.length) this.position = this.track[this.track.length - 1];
+    this.draw();
+  }
+
   setDestination(destination) {
     this.destination = destination || null;
     this.draw();
