@@ -55,10 +55,10 @@ extension Relay: BusReceiver {
         submit(.presenceTick)
     }
 
-    /// Tells the other relays that nobody is connected here any more, then closes the bus.
+    /// Tells the other relays this one is gone (its users are offline here) and sends them nothing more.
+    /// The bus stays open until its owner stops it, after the relay's last write (`close`).
     public nonisolated func stopBus() async {
         await withCheckedContinuation { submit(.stopBus($0)) }
-        await bus.stop()
     }
 
     // MARK: In turn (the actor)

@@ -12,8 +12,9 @@ import PostgresNIO
 /// (the relay answers `internal`) instead of waiting, and once the server is back the pool reconnects
 /// by itself, so the relay needs no restart.
 ///
-/// The pool runs from `open` until `close`, in a task this store owns: the relay opens the store when
-/// it starts and closes it after its last write at shutdown.
+/// The pool serves calls while `runPool` runs. The relay runs it as a service of its `ServiceGroup`
+/// (`prepare`, then `runPool` in the group), which stops it after the relay's last write; a tool or test
+/// that uses a store alone calls `open`, which runs the pool until `close`.
 public final class PostgresStore: RelayStore {
     /// How long to wait for PostgreSQL.
     public struct Timeouts: Sendable, Equatable {
@@ -31,27 +32,47 @@ public final class PostgresStore: RelayStore {
 
     public let location: PostgresLocation
     private let client: PostgresClient
-    private let pool: Task<Void, Never>
+    /// The pool's task when this store runs its own (`open`); nil when its owner runs `runPool`.
+    private let ownPool: Task<Void, Never>?
     private let timeouts: Timeouts
     private let logger: Logger
 
-    private init(location: PostgresLocation, timeouts: Timeouts, logger: Logger) {
+    private init(location: PostgresLocation, timeouts: Timeouts, logger: Logger, runsOwnPool: Bool) {
         self.location = location
         self.timeouts = timeouts
         self.logger = logger
         let client = PostgresClient(configuration: Self.configuration(location, timeouts), backgroundLogger: logger)
         self.client = client
         // Detached, so that it inherits nothing from its caller: `PostgresClient.run()` ends at once when the task
-        // it runs in sees a graceful shutdown (ServiceLifecycle's, which SIGTERM triggers in `homeward-relay`), and
-        // the pool would close before the relay's last writes. Its life is this store's, `open` to `close`.
-        self.pool = Task.detached { await client.run() }
+        // it runs in sees a graceful shutdown, and a store used alone lives from `open` to `close`.
+        self.ownPool = runsOwnPool ? Task.detached { await client.run() } : nil
     }
 
-    /// Connects to the database at `location` and brings its schema up to date, then starts the pool.
+    /// Connects to the database at `location` and brings its schema up to date; the pool does not run yet:
+    /// its owner runs `runPool` (the relay: as a service of its group) and stops it after the last call.
     /// Throws, with PostgreSQL's reason (connection refused, no such database, wrong password), when
     /// that fails, or when connecting takes longer than the connect timeout.
+    public static func prepare(_ location: PostgresLocation, timeouts: Timeouts = Timeouts(),
+                               logger: Logger = Logger(label: "homeward.postgres")) async throws -> PostgresStore {
+        try await migrate(location, timeouts: timeouts, logger: logger)
+        return PostgresStore(location: location, timeouts: timeouts, logger: logger, runsOwnPool: false)
+    }
+
+    /// `prepare`, and the pool runs until `close`: for tools and tests that use a store alone.
     public static func open(_ location: PostgresLocation, timeouts: Timeouts = Timeouts(),
                             logger: Logger = Logger(label: "homeward.postgres")) async throws -> PostgresStore {
+        try await migrate(location, timeouts: timeouts, logger: logger)
+        return PostgresStore(location: location, timeouts: timeouts, logger: logger, runsOwnPool: true)
+    }
+
+    /// Runs the connection pool (a store from `prepare`) until the calling task is cancelled or, in a
+    /// swift-service-lifecycle `ServiceGroup`, until its service's graceful shutdown; then closes its connections.
+    public func runPool() async {
+        precondition(ownPool == nil, "a store from open runs its own pool")
+        await client.run()
+    }
+
+    private static func migrate(_ location: PostgresLocation, timeouts: Timeouts, logger: Logger) async throws {
         // One direct connection first: the pool retries a failing server quietly until the deadline,
         // while an operator starting the relay needs the reason.
         let configuration = try connectionConfiguration(location, timeouts)
@@ -73,15 +94,15 @@ public final class PostgresStore: RelayStore {
         } catch {
             throw PostgresStoreError.wrap(error, operation: "connect and migrate")
         }
-        return PostgresStore(location: location, timeouts: timeouts, logger: logger)
     }
 
     static let migrationTimeout = Duration.seconds(60)
 
-    /// Stops the pool and closes its connections; later calls fail.
+    /// Stops the pool of a store from `open` and closes its connections; later calls fail. (A store from
+    /// `prepare` closes when its `runPool` ends.)
     public func close() async {
-        pool.cancel()
-        await pool.value
+        ownPool?.cancel()
+        await ownPool?.value
     }
 
     public func load() async throws -> StoredState {

@@ -15,30 +15,27 @@ import Synchronization
 /// The owner checks its connection every `checkInterval`; when that fails it gives the timers up at
 /// once (`onChange(false)`), before PostgreSQL could have given the lock to another relay that then
 /// fires too. Others try to take the lock every `checkInterval`.
-public final class PostgresTimerLease: Sendable {
-    private let task: Task<Void, Never>
+///
+/// The relay runs `run` as a service of its group, stopped after the relay's last write.
+public struct PostgresTimerLease: Sendable {
+    private let location: PostgresLocation
+    private let timeouts: PostgresStore.Timeouts
+    private let logger: Logger
 
     /// The advisory lock's key ("hwtimers"), distinct from the migration lock.
     static let lockKey: Int64 = 0x6877_7469_6d65_7273
     public static let checkInterval = Duration.seconds(1)
 
-    /// Starts competing for the timers; `onChange` is called with true when this relay takes them and
-    /// with false when it loses them.
-    public init(_ location: PostgresLocation, timeouts: PostgresStore.Timeouts, logger: Logger,
-                onChange: @escaping @Sendable (Bool) -> Void) {
-        task = Task {
-            await Self.compete(location, timeouts: timeouts, logger: logger, onChange: onChange)
-        }
+    public init(_ location: PostgresLocation, timeouts: PostgresStore.Timeouts, logger: Logger) {
+        self.location = location
+        self.timeouts = timeouts
+        self.logger = logger
     }
 
-    /// Stops competing and closes the connection, which releases the lock for another relay.
-    public func stop() async {
-        task.cancel()
-        await task.value
-    }
-
-    private static func compete(_ location: PostgresLocation, timeouts: PostgresStore.Timeouts, logger: Logger,
-                                onChange: @escaping @Sendable (Bool) -> Void) async {
+    /// Competes for the timers until the calling task is cancelled: `onChange` is called with true when
+    /// this relay takes them and with false when it loses or gives them up, which it does before its
+    /// connection closes (closing releases the lock for another relay).
+    public func run(onChange: @escaping @Sendable (Bool) -> Void) async {
         while !Task.isCancelled {
             var held = false
             do {
@@ -48,34 +45,50 @@ public final class PostgresTimerLease: Sendable {
                     ("application_name", "homeward-relay timers"),
                 ]
                 let configuration = settings
+                let logger = self.logger
                 let connection = try await withDeadline(timeouts.connect, operation: "connect for the timer lock") {
                     try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
                 }
-                defer { Task { try? await connection.close() } }
-                while !Task.isCancelled {
-                    if held {
-                        _ = try await withDeadline(timeouts.query, operation: "timer lock check") {
-                            try await connection.query("SELECT 1", logger: logger).collect()
-                        }
-                    } else {
-                        let taken = try await withDeadline(timeouts.query, operation: "timer lock") {
-                            try await Self.tryLock(connection, logger: logger)
-                        }
-                        if taken {
-                            held = true
-                            onChange(true)
-                        }
-                    }
-                    try await Task.sleep(for: checkInterval)
+                do {
+                    try await hold(connection, held: &held, onChange: onChange)
+                } catch {
+                    if held { onChange(false) }
+                    held = false
+                    try? await connection.close()
+                    throw error
                 }
+                if held { onChange(false) }
+                held = false
+                try? await connection.close()
             } catch {
                 if !Task.isCancelled {
                     logger.warning("timer lock connection failed; trying again", metadata: ["error": "\(String(reflecting: error))"])
                 }
             }
-            if held { onChange(false) }
             if Task.isCancelled { return }
-            try? await Task.sleep(for: checkInterval)
+            try? await Task.sleep(for: Self.checkInterval)
+        }
+    }
+
+    /// Takes the lock when it is free and checks the connection while it holds it, until cancelled or
+    /// the connection fails.
+    private func hold(_ connection: PostgresConnection, held: inout Bool, onChange: @Sendable (Bool) -> Void) async throws {
+        let logger = self.logger
+        while !Task.isCancelled {
+            if held {
+                _ = try await withDeadline(timeouts.query, operation: "timer lock check") {
+                    try await connection.query("SELECT 1", logger: logger).collect()
+                }
+            } else {
+                let taken = try await withDeadline(timeouts.query, operation: "timer lock") {
+                    try await Self.tryLock(connection, logger: logger)
+                }
+                if taken {
+                    held = true
+                    onChange(true)
+                }
+            }
+            try await Task.sleep(for: Self.checkInterval)
         }
     }
 

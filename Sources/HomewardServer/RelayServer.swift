@@ -12,9 +12,18 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import Prometheus
-import Synchronization
+import ServiceLifecycle
+import UnixSignals
 
-/// Starts the relay: storage, TLS, the event loops and the listening socket.
+/// The relay: storage, the bus, TLS, the event loops and the listening socket.
+///
+/// Each long-running part is a swift-service-lifecycle `Service` of one `ServiceGroup` (`makeServices`
+/// lists them), which starts them side by side (a part that needs another's result waits for its
+/// `ReadySignal`) and at graceful shutdown stops them one after another in reverse order, each once the
+/// one after it has finished: the listener (stop accepting, 1001 to every connection), the metrics
+/// listener, the relay (drain, leave the bus, close: the last writes), the push worker, the timer lease,
+/// then the clients (the push HTTP client, the bus, PostgreSQL's pool, the event loops).
+/// A part that fails to start makes the group cancel the others, which close what they hold.
 public struct RelayServer: Sendable {
     public let configuration: RelayConfiguration
     public let logger: Logger
@@ -29,8 +38,46 @@ public struct RelayServer: Sendable {
         self.wrapStore = wrapStore
     }
 
-    /// Binds and serves; returns once the relay accepts connections.
+    /// Runs the relay until one of `signals` arrives (or the task is cancelled), then stops it gracefully.
+    /// Throws a `RelayStartupError` when it cannot start.
+    public func run(gracefulShutdownSignals signals: [UnixSignal]) async throws {
+        let parts = try await makeServices()
+        let group = ServiceGroup(configuration: .init(services: parts.services, gracefulShutdownSignals: signals, logger: logger))
+        try await group.run()
+        logger.info("stopped")
+    }
+
+    /// Runs the relay's group in a task of its own and returns once the relay accepts connections: for tests
+    /// and programs that embed a relay and stop it with `RunningRelay.shutdown()` rather than a signal.
     public func start() async throws -> RunningRelay {
+        let parts = try await makeServices()
+        let group = ServiceGroup(configuration: .init(services: parts.services, logger: logger))
+        let logger = self.logger
+        let serving = Task {
+            do {
+                try await group.run()
+            } catch {
+                parts.listening.fail(error)
+                throw error
+            }
+            parts.listening.fail(CancellationError())
+            logger.info("stopped")
+        }
+        do {
+            let listening = try await parts.listening.value
+            return RunningRelay(listening, devCAPath: parts.devCA, unauthenticated: parts.unauthenticated,
+                                group: group, serving: serving)
+        } catch {
+            // A part that failed made the group cancel the others; the group's error is the one that says why.
+            await group.triggerGracefulShutdown()
+            try await serving.value
+            throw error
+        }
+    }
+
+    /// The relay's services in the order the group starts them (it stops them in reverse), after opening
+    /// what can fail with a reason for the operator: the data directory, TLS, the web app, the store and the bus.
+    func makeServices() async throws -> RelayServices {
         let config = configuration
         do {
             try OwnerOnlyFiles.createDirectory(config.dataDirectory)
@@ -43,168 +90,77 @@ public struct RelayServer: Sendable {
                                            privateKeyPath: tls.privateKey, logger: logger)
 
         let store = try await OpenedStore.open(config, logger: logger)
-        let vapidKey: VAPIDKey
-        do {
-            vapidKey = try await RelayVAPIDKey.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory,
-                                                    store: store.store, storeName: config.store.description, logger: logger)
-        } catch {
-            await store.close()
-            throw error
-        }
+        // The last step that can fail here, so nothing opened before it needs closing: the store's pool does
+        // not run yet (its service runs it).
+        let bus = try await openBus()
+
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
         factory.defaultDurationHistogramBuckets = [
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
-        let bus = try await openBus(closing: store)
-        let push: PushService
-        do {
-            push = try PushService(configuration: config.push, vapidKey: vapidKey, store: store.store, metrics: factory, logger: logger)
-        } catch {
-            await bus.stop()
-            await store.close()
-            throw error
-        }
-        let relay: Relay
-        do {
-            relay = try await Relay(store: wrapStore(store.store), hasher: config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
-                                    logger: logger, metrics: factory, push: push.settings,
-                                    spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec))
-            try await relay.startBus()
-        } catch {
-            await bus.stop()
-            await push.stop()
-            await store.close()
-            throw error
-        }
-        await push.start(relay: relay)
-        let cluster = ClusterMembership(relay: relay, lease: timerLease(for: relay, bus: bus))
         let metrics = RelayMetrics(factory: factory)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
+        let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
         // costs every idle connection about 0.7 KiB (task object, timer-heap entry, closure, promise).
         // Each connection is still pinged every ping interval and closed once idle for the idle timeout
         // (checked at the same granularity as before); only the phase of the first ping changes.
         let pingInterval = TimeAmount.nanoseconds(Int64(config.limits.pingInterval * 1e9))
-        let loops = group.makeIterator().map { ConnectionLoop(eventLoop: $0) }
+        let loops = eventLoops.makeIterator().map { ConnectionLoop(eventLoop: $0) }
         for loop in loops { loop.start(pingInterval: pingInterval, fanoutLatency: metrics.fanoutLatency) }
         let connections = ConnectionRegistry(loops: loops)
         let unauthenticated = UnauthenticatedConnections(limitPerAddress: config.limits.maxUnauthenticatedPerAddress)
         let metricsAccess = MetricsAccess(token: config.metricsToken)
         let origins = OriginPolicy(config.webSocketOrigins(port: config.port))
-        let pipeline = PipelineFactory(relay: relay, limits: config.limits, metrics: metrics, connections: connections,
-                                       unauthenticated: unauthenticated, tls: serverTLS, logger: logger,
-                                       exposition: { prometheus.emitToBuffer() }, site: site,
-                                       vapidPublicKey: vapidKey.publicKeyBase64URL, trustedProxies: config.proxyProtocolFrom,
-                                       metricsAccess: metricsAccess, origins: origins)
-        let metricsChannel: (any Channel)?
-        do {
-            metricsChannel = try await Self.listenForMetrics(config, group: group, access: metricsAccess, prometheus: prometheus)
-        } catch {
-            try? await group.shutdownGracefully()
-            await relay.drain()
-            await cluster.leave()
-            await push.stop()
-            await store.close()
-            throw error
-        }
+        let pushSender = PushSender()
+        let logger = self.logger
 
-        let channel: any Channel
-        do {
-            channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: 1024)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                // Out of file descriptors, accept(2) fails at once and the listening socket stays readable: without
-                // a pause the loop would retry in a tight loop, burning a core until some connection closes.
-                .serverChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(AcceptBackoff())
-                    }
-                }
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                // At most 4 reads of up to 64 KiB per readiness event: one flooding client cannot hold its loop (and
-                // every other connection on it) for more than a bounded burst before the loop moves on.
-                .childChannelOption(.maxMessagesPerRead, value: 4)
-                // Each channel keeps its receive buffers pooled for its whole life, sized by this allocator; the
-                // default starts at 2 KiB, while an idle client's reads (pings, a position) fit in a few hundred bytes.
-                // It still grows on demand when a read fills the buffer.
-                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
-                .childChannelInitializer { channel in pipeline.configure(channel) }
-                .bind(host: config.host, port: config.port)
-                .get()
-        } catch {
-            try? await metricsChannel?.close()
-            try? await group.shutdownGracefully()
-            await relay.drain()
-            await cluster.leave()
-            await push.stop()
-            await store.close()
-            throw RelayStartupError.cannotListen(host: config.host, port: config.port, reason: RelayStartupError.listenReason(error))
+        let started = ReadySignal<StartedRelay>()
+        let metricsPort = ReadySignal<Int?>()
+        let listening = ReadySignal<Listening>()
+        var services: [any Service] = [ClientService(description: "event loops") { try? await eventLoops.shutdownGracefully() }]
+        if let pool = store.pool { services.append(pool) }
+        if bus.isShared { services.append(ClientService(description: "bus") { await bus.stop() }) }
+        services.append(ClientService(description: "push HTTP client") { try? await pushSender.shutdown() })
+        if let lease = timerLease(bus: bus) { services.append(TimerLeaseService(lease: lease, relay: started)) }
+        services.append(PushWorkerService(relay: started))
+        services.append(RelayCoreService(configuration: config, store: store.store, wrapStore: wrapStore, bus: bus,
+                                         pushSender: pushSender, metrics: factory, logger: logger, started: started))
+        if let address = config.metricsListen {
+            services.append(MetricsListenerService(address: address, group: eventLoops, access: metricsAccess,
+                                                   prometheus: prometheus, bound: metricsPort))
+        } else {
+            metricsPort.succeed(nil)
         }
-        let port = channel.localAddress?.port ?? config.port
-        await relay.setSharePublicURL(config.sharePublicURL(port: port))
-        origins.allow(config.webSocketOrigins(port: port))
-        let metricsPort = metricsChannel?.localAddress?.port
-        logger.info("homeward relay listening", metadata: [
-            "address": "wss://\(config.host):\(port)/v1/ws", "data-dir": "\(config.dataDirectory)", "store": "\(config.store)",
-            "bus": "\(config.bus)", "node": "\(config.nodeID)",
-            "threads": "\(config.eventLoopThreads)",
-        ])
-        if !config.proxyProtocolFrom.isEmpty {
-            logger.info("connections from these balancers must start with a PROXY protocol header", metadata: [
-                "proxy-protocol-from": "\(config.proxyProtocolFrom.map(\.description).joined(separator: ","))",
-            ])
-        }
-        if let metricsListen = config.metricsListen, let metricsPort {
-            logger.info("metrics listening", metadata: [
-                "address": "http://\(ListenAddress(host: metricsListen.host, port: metricsPort))/metrics",
-                "token": "\(config.metricsToken == nil ? "none" : "required")",
-            ])
-        }
-        logger.info("browsers may connect from these origins", metadata: [
-            "allowed-origins": "\(origins.origins.sorted().joined(separator: ","))",
-        ])
-        if let ca = tls.devCA {
-            logger.notice("using the development certificate; clients must trust its CA", metadata: ["ca": "\(ca)"])
-        }
-        return RunningRelay(port: port, metricsPort: metricsPort, devCAPath: tls.devCA, channel: channel,
-                            metricsChannel: metricsChannel, group: group, relay: relay,
-                            connections: connections, unauthenticated: unauthenticated, leaveCluster: cluster.leave,
-                            closeStore: { await push.stop(); await store.close() }, logger: logger)
-    }
-
-    /// The metrics listener `--metrics-listen` names, if any; an address it cannot have is a startup error.
-    private static func listenForMetrics(_ config: RelayConfiguration, group: any EventLoopGroup, access: MetricsAccess,
-                                         prometheus: PrometheusCollectorRegistry) async throws -> (any Channel)? {
-        guard let address = config.metricsListen else { return nil }
-        do {
-            return try await MetricsListener.bind(address, group: group, access: access, exposition: { prometheus.emitToBuffer() })
-        } catch {
-            throw RelayStartupError.cannotListen(host: address.host, port: address.port,
-                                                 reason: RelayStartupError.listenReason(error, flag: "--metrics-listen"))
-        }
+        services.append(ConnectionListenerService(
+            configuration: config, logger: logger, group: eventLoops,
+            pipeline: { relay in
+                PipelineFactory(relay: relay.relay, limits: config.limits, metrics: metrics, connections: connections,
+                                unauthenticated: unauthenticated, tls: serverTLS, logger: logger,
+                                exposition: { prometheus.emitToBuffer() }, site: site,
+                                vapidPublicKey: relay.vapidPublicKey, trustedProxies: config.proxyProtocolFrom,
+                                metricsAccess: metricsAccess, origins: origins)
+            },
+            connections: connections, origins: origins, devCA: tls.devCA,
+            relay: started, metricsPort: metricsPort, listening: listening))
+        return RelayServices(services: services, listening: listening, unauthenticated: unauthenticated, devCA: tls.devCA)
     }
 
     /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
-    private func openBus(closing store: OpenedStore) async throws -> any RelayBus {
+    private func openBus() async throws -> any RelayBus {
         guard case .nats(let servers) = configuration.bus else { return LocalBus() }
         do {
             return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger)
         } catch {
-            await store.close()
             throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
         }
     }
 
     /// On a shared bus, the relays compete for the timers through PostgreSQL (see `PostgresTimerLease`).
-    private func timerLease(for relay: Relay, bus: any RelayBus) -> PostgresTimerLease? {
+    private func timerLease(bus: any RelayBus) -> PostgresTimerLease? {
         guard bus.isShared, case .postgres(let location) = configuration.store else { return nil }
-        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger) { owns in
-            relay.setOwnsTimers(owns)
-        }
+        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger)
     }
 
     /// The web app's files, read once here so that serving them never touches the disk on an event loop.
@@ -240,7 +196,16 @@ public struct RelayServer: Sendable {
     }
 }
 
-/// A relay that is serving. `shutdown()` stops it the way SIGTERM does.
+/// What `RelayServer.makeServices` made: the services, and what `start` needs of them.
+struct RelayServices: Sendable {
+    /// In the order the group starts them.
+    let services: [any Service]
+    let listening: ReadySignal<Listening>
+    let unauthenticated: UnauthenticatedConnections
+    let devCA: String?
+}
+
+/// A relay that is serving (`RelayServer.start`). `shutdown()` stops it the way SIGTERM does.
 public final class RunningRelay: Sendable {
     public let port: Int
     /// The metrics listener's port (`--metrics-listen`), when there is one.
@@ -249,33 +214,20 @@ public final class RunningRelay: Sendable {
     public let devCAPath: String?
     public let relay: Relay
     private let channel: any Channel
-    private let metricsChannel: (any Channel)?
-    private let group: MultiThreadedEventLoopGroup
-    private let connections: ConnectionRegistry
     let unauthenticated: UnauthenticatedConnections
-    /// Tells the other relays this one is gone and gives up the timers.
-    private let leaveCluster: @Sendable () async -> Void
-    /// Closes the store after the last write (stops PostgreSQL's connection pool).
-    private let closeStore: @Sendable () async -> Void
-    private let logger: Logger
-    private let stopping = Mutex<Task<Void, Never>?>(nil)
+    private let group: ServiceGroup
+    private let serving: Task<Void, any Error>
 
-    init(port: Int, metricsPort: Int?, devCAPath: String?, channel: any Channel, metricsChannel: (any Channel)?,
-         group: MultiThreadedEventLoopGroup, relay: Relay,
-         connections: ConnectionRegistry, unauthenticated: UnauthenticatedConnections,
-         leaveCluster: @escaping @Sendable () async -> Void, closeStore: @escaping @Sendable () async -> Void, logger: Logger) {
-        self.port = port
-        self.metricsPort = metricsPort
+    init(_ listening: Listening, devCAPath: String?, unauthenticated: UnauthenticatedConnections,
+         group: ServiceGroup, serving: Task<Void, any Error>) {
+        self.port = listening.port
+        self.metricsPort = listening.metricsPort
         self.devCAPath = devCAPath
-        self.channel = channel
-        self.metricsChannel = metricsChannel
-        self.group = group
-        self.relay = relay
-        self.connections = connections
+        self.relay = listening.relay
+        self.channel = listening.channel
         self.unauthenticated = unauthenticated
-        self.leaveCluster = leaveCluster
-        self.closeStore = closeStore
-        self.logger = logger
+        self.group = group
+        self.serving = serving
     }
 
     /// Whether the listening socket backs off accepting when out of file descriptors (for tests).
@@ -285,30 +237,12 @@ public final class RunningRelay: Sendable {
         }
     }
 
-    /// Stops accepting, closes every connection with 1001, finishes storage writes, stops the event loops.
-    /// Safe to call more than once and from several tasks: every caller waits for the one shutdown.
+    /// Stops accepting, closes every connection with 1001, finishes storage writes, closes the clients and
+    /// the event loops: the group's graceful shutdown. Safe to call more than once and from several tasks:
+    /// every caller waits for the one shutdown.
     public func shutdown() async {
-        let task = stopping.withLock { task in
-            if let task { return task }
-            let started = Task { await self.stop() }
-            task = started
-            return started
-        }
-        await task.value
-    }
-
-    private func stop() async {
-        logger.info("shutting down")
-        try? await channel.close()
-        try? await metricsChannel?.close()
-        await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
-        await relay.drain()
-        await leaveCluster()
-        // Whatever was queued meanwhile (a disconnect, a notice, a timer) finishes before the store closes.
-        await relay.close()
-        await closeStore()
-        try? await group.shutdownGracefully()
-        logger.info("stopped")
+        await group.triggerGracefulShutdown()
+        _ = try? await serving.value
     }
 }
 
@@ -423,18 +357,5 @@ final class HandshakeTimer: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
-    }
-}
-
-/// What a relay must undo when it leaves the relays sharing its store.
-struct ClusterMembership: Sendable {
-    let relay: Relay
-    let lease: PostgresTimerLease?
-
-    /// The last presence digest first (the others mark this relay's users offline at once), then the
-    /// timer lock goes (another relay takes the timers), then the bus closes.
-    func leave() async {
-        await relay.stopBus()
-        await lease?.stop()
     }
 }

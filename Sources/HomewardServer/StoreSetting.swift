@@ -2,6 +2,7 @@ import HomewardCore
 import HomewardPostgres
 import HomewardStorage
 import Logging
+import ServiceLifecycle
 
 /// Which durable store the relay uses (`--store`).
 public enum StoreSetting: Sendable, Equatable, CustomStringConvertible {
@@ -43,25 +44,26 @@ public enum StoreSettingError: Error, CustomStringConvertible {
     }
 }
 
-/// The store a relay opened, and how to close it when the relay stops.
+/// The store a relay opened, and the service that keeps its connections (PostgreSQL's pool; none for SQLite).
 struct OpenedStore: Sendable {
     let store: any RelayStore
-    let close: @Sendable () async -> Void
+    let pool: (any Service)?
 
-    /// Opens the store `configuration` names, or throws a `RelayStartupError` for the operator.
+    /// Opens the store `configuration` names, or throws a `RelayStartupError` for the operator. PostgreSQL's
+    /// schema is brought up to date here; its pool runs once `pool` runs.
     static func open(_ configuration: RelayConfiguration, logger: Logger) async throws -> OpenedStore {
         switch configuration.store {
         case .sqlite:
             do {
                 let store = try SQLiteStore(path: configuration.databasePath)
-                return OpenedStore(store: store, close: {})
+                return OpenedStore(store: store, pool: nil)
             } catch {
                 throw RelayStartupError.cannotOpenDatabase(path: configuration.databasePath, reason: "\(error)")
             }
         case .postgres(let location):
             do {
-                let store = try await PostgresStore.open(location, timeouts: configuration.postgresTimeouts, logger: logger)
-                return OpenedStore(store: store, close: { await store.close() })
+                let store = try await PostgresStore.prepare(location, timeouts: configuration.postgresTimeouts, logger: logger)
+                return OpenedStore(store: store, pool: PostgresPoolService(store: store))
             } catch {
                 throw RelayStartupError.cannotOpenDatabase(path: location.description, reason: "\(error)")
             }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import HomewardServer
 import Logging
-import ServiceLifecycle
+import UnixSignals
 
 @main
 struct RelayCommand: AsyncParsableCommand {
@@ -39,20 +39,7 @@ struct RelayCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "homeward.relay")
-        let service = RelayService(server: RelayServer(configuration: settings.relay, logger: logger))
-        let group = ServiceGroup(configuration: .init(
-            services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
-    }
-}
-
-/// Runs the relay until a shutdown signal, then stops it gracefully.
-struct RelayService: Service {
-    let server: RelayServer
-
-    func run() async throws {
-        let running = try await server.start()
-        try? await gracefulShutdown()
-        await running.shutdown()
+        // SIGTERM and SIGINT start the graceful shutdown: see `RelayServer` for its order.
+        try await RelayServer(configuration: settings.relay, logger: logger).run(gracefulShutdownSignals: [.sigterm, .sigint])
     }
 }

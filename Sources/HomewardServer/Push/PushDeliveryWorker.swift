@@ -6,7 +6,7 @@ import Logging
 
 /// Delivers the durable outbox: Web Pushes (encrypted, VAPID-signed) and webhook calls (HMAC-signed).
 ///
-/// One task, isolated to this actor (not an event loop): it reads what is due from the store, sends
+/// One loop (`run`, a service of the relay's group), isolated to this actor (not an event loop): it reads what is due from the store, sends
 /// each with async-http-client (non-blocking), and records the answer:
 /// - 2xx: delivered, removed;
 /// - 404/410 from a push service: the subscription is gone; the relay forgets it (and its pushes);
@@ -38,7 +38,7 @@ actor PushDeliveryWorker {
     /// Where a Web Push may connect, decided right before each send (`PushEndpointPolicy.target`).
     private let target: @Sendable (URL) async -> PushEndpointPolicy.SendTarget
 
-    private var loop: Task<Void, Never>?
+    private var running = false
     private var sleeper: Task<Void, Never>?
     /// Set by `wake` while the loop is busy, so that the next sleep is skipped.
     private var woken = false
@@ -65,11 +65,13 @@ actor PushDeliveryWorker {
         self.clock = clock
     }
 
-    /// Starts delivering; `forget` removes a subscription the push service no longer knows.
-    func start(forgetSubscription forget: @escaping @Sendable (String) -> Void) {
-        precondition(loop == nil, "the worker starts once")
+    /// Delivers until the calling task is cancelled, after the sends in flight; `forget` removes a subscription
+    /// the push service no longer knows. The HTTP client is its owner's to shut down, after this returns.
+    func run(forgetSubscription forget: @escaping @Sendable (String) -> Void) async {
+        precondition(!running, "the worker runs once")
+        running = true
         self.forget = forget
-        loop = Task { await self.run() }
+        await deliverUntilCancelled()
     }
 
     /// For tests that call `deliverDue` themselves, without the loop.
@@ -82,20 +84,12 @@ actor PushDeliveryWorker {
         Task { await self.poke() }
     }
 
-    /// Stops after the sends in flight and shuts the HTTP client down.
-    func stop() async {
-        loop?.cancel()
-        sleeper?.cancel()
-        await loop?.value
-        try? await sender.shutdown()
-    }
-
     private func poke() {
         woken = true
         sleeper?.cancel()
     }
 
-    private func run() async {
+    private func deliverUntilCancelled() async {
         do {
             try await store.releaseClaimsAfterRestart()
         } catch {
@@ -131,16 +125,17 @@ actor PushDeliveryWorker {
 
     /// Sleeps until `deadline` (or a minute when nothing waits), or until `wake`.
     private func sleep(until deadline: Int64?) async {
-        // Stopped while the loop was reading the store: `stop` found no nap to cancel, so do not start one.
+        // Cancelled while the loop was reading the store: there was no nap to cancel, so do not start one.
         if woken || Task.isCancelled {
             woken = false
             return
         }
         let delay = deadline.map { max(0, $0 - clock()) } ?? 60_000
         guard delay > 0 else { return }
+        // A task of its own, so that `wake` can end the nap without cancelling the loop.
         let nap = Task { _ = try? await Task.sleep(for: .milliseconds(delay)) }
         sleeper = nap
-        await nap.value
+        await withTaskCancellationHandler { await nap.value } onCancel: { nap.cancel() }
         sleeper = nil
         woken = false
     }

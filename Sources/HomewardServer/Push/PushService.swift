@@ -6,12 +6,15 @@ import Logging
 
 /// Puts push together for one relay: the settings the core needs (subscription checks, the webhook,
 /// the worker's wake-up), what sign-in replies announce, and the delivery worker over the store's outbox.
+/// The worker runs as a service of the relay's group (`PushWorkerService`); `sender`'s HTTP client is
+/// shut down by a service of its own after the worker stopped.
 struct PushService: Sendable {
     let settings: PushSettings
-    private let worker: PushDeliveryWorker?
+    /// Nil for a store without an outbox.
+    let worker: PushDeliveryWorker?
 
-    init(configuration: PushConfiguration, vapidKey: VAPIDKey, store: any RelayStore, metrics: any MetricsFactory,
-         logger: Logger) throws {
+    init(configuration: PushConfiguration, vapidKey: VAPIDKey, store: any RelayStore, sender: any PushTransport,
+         metrics: any MetricsFactory, logger: Logger) throws {
         let subject: VAPIDSubject
         do {
             subject = try VAPIDSubject(configuration.vapidSubject)
@@ -27,7 +30,6 @@ struct PushService: Sendable {
         }
         // Every store the relay ships keeps an outbox; a store without one (a test double) pushes nothing.
         if let outbox = store as? any PushOutboxStore {
-            let sender = PushSender()
             let pushMetrics = PushMetrics(factory: metrics)
             let worker = PushDeliveryWorker(
                 store: outbox, sender: sender,
@@ -45,13 +47,5 @@ struct PushService: Sendable {
         }
         settings.vapidPublicKey = vapidKey.publicKeyBase64URL
         self.settings = settings
-    }
-
-    func start(relay: Relay) async {
-        await worker?.start(forgetSubscription: { [weak relay] id in relay?.removePushSubscription(id) })
-    }
-
-    func stop() async {
-        await worker?.stop()
     }
 }

@@ -4,27 +4,13 @@ import HomewardPostgres
 import HomewardProtocol
 import HomewardServer
 import Logging
-import ServiceLifecycle
 import XCTest
 
 /// A relay on PostgreSQL stopped the way SIGTERM stops it right after its clients went away: their last-seen
-/// times are written before the store closes, and nothing fails on the way. Run as `homeward-relay` runs it,
-/// as a service of a `ServiceGroup` whose graceful shutdown (SIGTERM's) is triggered: PostgreSQL's pool must
-/// not take that shutdown for its own, only the relay closes its store, after its last write.
+/// times are written before the store closes, and nothing fails on the way. `shutdown()` triggers the graceful
+/// shutdown of the relay's service group, as SIGTERM does in `homeward-relay`: PostgreSQL's pool is one of its
+/// services, stopped only after the relay's last write.
 final class PostgresShutdownTests: ClusterTestCase {
-    /// `homeward-relay`'s service: starts the relay, stops it on graceful shutdown.
-    struct RelayService: Service {
-        let server: RelayServer
-        let started: AsyncStream<RunningRelay>.Continuation
-
-        func run() async throws {
-            let running = try await server.start()
-            started.yield(running)
-            try? await gracefulShutdown()
-            await running.shutdown()
-        }
-    }
-
     func testAStopRightAfterDisconnectsStoresTheLastSeenTimesAndLogsNoError() async throws {
         let server = try await postgres()
         let location = try server.createDatabase()
@@ -39,15 +25,8 @@ final class PostgresShutdownTests: ClusterTestCase {
         config.dataDirectory = directory
         config.store = .postgres(location)
         let log = LogRecorder()
-        let (started, relayStarted) = AsyncStream<RunningRelay>.makeStream()
-        let group = ServiceGroup(configuration: .init(
-            services: [RelayService(server: RelayServer(configuration: config, logger: log.logger), started: relayStarted)],
-            logger: log.logger))
-        let serving = Task { try await group.run() }
-        let running = try await withTimeout(60, "the relay to start") {
-            for await running in started { return running }
-            throw TestFailure("the relay did not start")
-        }
+        let relayServer = RelayServer(configuration: config, logger: log.logger)
+        let running = try await withTimeout(60, "the relay to start") { try await relayServer.start() }
         let caPath = try XCTUnwrap(running.devCAPath)
 
         var users: [(TestClient, String)] = []
@@ -59,8 +38,7 @@ final class PostgresShutdownTests: ClusterTestCase {
         }
         let beforeClosing = Relay.systemMillis()
         for (client, _) in users { await client.close() }
-        await group.triggerGracefulShutdown()
-        try await withTimeout(30, "the relay to stop") { try await serving.value }
+        try await withTimeout(30, "the relay to stop") { await running.shutdown() }
 
         let problems = log.lines(at: .error) + log.lines(at: .warning).filter { $0.contains("last-seen") }
         XCTAssertEqual(problems, [], "a clean stop")

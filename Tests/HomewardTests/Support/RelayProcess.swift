@@ -8,6 +8,16 @@ final class RelayProcess: Sendable {
     let dataDirectory: String
     let arguments: [String]
     private let current = Mutex<(process: Process, port: Int)?>(nil)
+    /// What the process last launched wrote (stdout and stderr: its log).
+    private let lastLog = Mutex<ProcessLog?>(nil)
+
+    /// The output of the process last launched; its lines are complete once it has exited.
+    var log: ProcessLog {
+        get throws {
+            guard let log = lastLog.withLock({ $0 }) else { throw TestFailure("the relay process never ran") }
+            return log
+        }
+    }
 
     var caPath: String { dataDirectory + "/certs/dev-ca.pem" }
 
@@ -43,7 +53,9 @@ final class RelayProcess: Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        let ports = firstMatchingLine(of: output.fileHandleForReading) { line -> Int? in
+        let log = ProcessLog()
+        lastLog.withLock { $0 = log }
+        let ports = firstMatchingLine(of: output.fileHandleForReading, log: log) { line -> Int? in
             guard let range = line.range(of: "address=wss://127.0.0.1:") else { return nil }
             return Int(line[range.upperBound...].prefix { $0.isNumber })
         }

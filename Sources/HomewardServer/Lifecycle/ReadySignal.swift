@@ -1,0 +1,62 @@
+import Foundation
+import Synchronization
+
+/// A value one service of the relay's group makes while it starts, which others wait for: the loaded
+/// relay (the listener, the push worker and the timer lease need it), the metrics port, the listening port.
+///
+/// A `ServiceGroup` starts its services side by side; this is how one waits for another without
+/// polling. Set once: by `succeed`, or by `fail` when the maker could not start (every waiter then
+/// throws that error, so the group reports the maker's reason, not a waiter's). A waiting task that is
+/// cancelled (the group is cancelled) throws `CancellationError`.
+final class ReadySignal<Value: Sendable>: Sendable {
+    private enum State {
+        case waiting([UUID: CheckedContinuation<Value, any Error>])
+        case done(Result<Value, any Error>)
+    }
+
+    private let state = Mutex<State>(.waiting([:]))
+
+    func succeed(_ value: Value) { finish(.success(value)) }
+
+    /// Does nothing once the signal is set (a later failure of the maker does not undo its value).
+    func fail(_ error: any Error) { finish(.failure(error)) }
+
+    private func finish(_ result: Result<Value, any Error>) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Value, any Error>] in
+            guard case .waiting(let waiters) = state else { return [] }
+            state = .done(result)
+            return Array(waiters.values)
+        }
+        for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    /// The value, once it is there.
+    var value: Value {
+        get async throws {
+            let id = UUID()
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let result = state.withLock { state -> Result<Value, any Error>? in
+                        switch state {
+                        case .done(let result):
+                            return result
+                        case .waiting(var waiters):
+                            if Task.isCancelled { return .failure(CancellationError()) }
+                            waiters[id] = continuation
+                            state = .waiting(waiters)
+                            return nil
+                        }
+                    }
+                    if let result { continuation.resume(with: result) }
+                }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Value, any Error>? in
+                    guard case .waiting(var waiters) = state, let waiter = waiters.removeValue(forKey: id) else { return nil }
+                    state = .waiting(waiters)
+                    return waiter
+                }
+                waiter?.resume(throwing: CancellationError())
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+import HomewardPostgres
+import ServiceLifecycle
+
+/// On a shared bus, the relays compete for the timers through PostgreSQL (`PostgresTimerLease`). From the
+/// relay's start until this service's graceful shutdown, which comes after the relay's last write: the relay
+/// fires nothing more by then, and closing the lease's connection hands the timers to another relay.
+struct TimerLeaseService: Service, CustomStringConvertible {
+    let lease: PostgresTimerLease
+    let relay: ReadySignal<StartedRelay>
+    var description: String { "timer lease" }
+
+    func run() async throws {
+        let relay = try await relay.value.relay
+        await cancelWhenGracefulShutdown {
+            await lease.run { owns in relay.setOwnsTimers(owns) }
+        }
+    }
+}
