@@ -14,51 +14,74 @@ import HomewardProtocol
 /// crash in between loses and duplicates nothing. Recipients who were offline then find the alarm in their
 /// backlog at sign-in, as for any stored alarm.
 ///
+/// On a relay alone an alarm operation's write goes to the store with its batch (group commit, `Relay+Writes`),
+/// after it was decided: when that batch fails, the operation is spooled then, and heard unstored instead of
+/// failing (`AlarmWrite.staged`).
+///
 /// Hooks in `Relay.swift`, each marked "alarm spool": `persistOrSpool` in place of `persistWithPushes` for
-/// alarm requests, `replaySpool` after a read-back, `loadSpool` at start, and the mailbox's storage guard
-/// letting alarm requests through while the store is down.
+/// alarm requests, the answer to a lost batch's alarm operation in `serveSignedIn`, `replaySpool` after a
+/// read-back, `loadSpool` at start, and the mailbox's storage guard letting alarm requests through while the
+/// store is down.
 extension Relay {
     /// Stores an alarm operation's outcome with its pushes (`persistWithPushes`), or, when that fails for any
     /// reason but another relay's write (the cache is then decided again, `onCurrentCache`), or the store is
-    /// known to be down, spools it and sends its pushes at once (`spoolInsteadOfStoring`). Without a spool,
-    /// or for anything but an alarm operation, the store's failure stands.
-    func persistOrSpool(_ outcome: inout Outcome, request: Request, now: Int64) async throws(RelayError) {
+    /// known to be down, spools it and sends its pushes at once (`spoolAndSend`). On a relay alone the
+    /// outcome is staged for the next batch, whose failure comes later: what goes out then is returned
+    /// (`.staged`). Without a spool, or for anything but an alarm operation, the store's failure stands.
+    func persistOrSpool(_ outcome: inout Outcome, request: Request, now: Int64) async throws(RelayError) -> AlarmWrite {
         guard spool != nil, request.spoolsWhenStorageFails, !outcome.changes.isEmpty else {
-            return try await persistWithPushes(&outcome, now: now)
+            try await persistWithPushes(&outcome, now: now)
+            return .persisted
         }
         if !unstored {
             let decided = outcome
             do {
-                return try await persistWithPushes(&outcome, now: now)
+                try await persistWithPushes(&outcome, now: now)
+                guard !busIsShared, let ifLost = unstoredAlarm(decided, now: now) else { return .persisted }
+                return .staged(ifLost: ifLost)
             } catch {
                 guard cacheBehind == nil else { throw error }
                 outcome = decided
             }
         }
-        try await spoolInsteadOfStoring(&outcome, now: now)
+        guard let alarm = unstoredAlarm(outcome, now: now) else { throw Self.storageUnavailable }
+        try await spoolAndSend(alarm)
+        outcome = alarm.outcome
+        return .spooled
     }
 
-    private func spoolInsteadOfStoring(_ outcome: inout Outcome, now: Int64) async throws(RelayError) {
-        guard let spool else { throw Self.storageUnavailable }
+    /// The outcome as it goes out unstored: marked `"stored": false`, with the spool's record and the pushes
+    /// to send from memory (planned for the marked events). Nil when the outcome holds more than an alarm's
+    /// changes: it is not spooled, and fails like any write.
+    private func unstoredAlarm(_ decided: Outcome, now: Int64) -> UnstoredAlarm? {
+        var outcome = decided
         outcome.markNotStored()
         let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
-        guard let record = SpooledAlarms.spooledPart(of: outcome.changes + pushes) else { throw Self.storageUnavailable }
-        do {
-            try await spool.append(record)
-        } catch {
-            logger.critical("the alarm spool cannot be written either: the alarm is refused", metadata: ["error": "\(error)"])
-            throw .storage("\(error)")
-        }
-        spooled.append(record)
-        markUnstored()
-        alarmsSpooled.record(spooled.alarmCount)
-        logger.warning("alarm delivered while storage fails; spooled until the store takes it",
-                       metadata: ["alarm": "\(record.compactMap(\.spooledAlarmId).joined(separator: ","))"])
+        guard let record = SpooledAlarms.spooledPart(of: outcome.changes + pushes) else { return nil }
         let entries = pushes.compactMap { change -> OutboxEntry? in
             if case .enqueueOutbox(let entry) = change { return entry }
             return nil
         }
-        if !entries.isEmpty { push.sendUnstored(entries) }
+        return UnstoredAlarm(outcome: outcome, record: record, pushes: entries)
+    }
+
+    /// Appends the alarm's changes to the spool (fsync'd) and keeps them in memory until the store takes them,
+    /// then hands its pushes and webhook calls to the push side. Throws when the spool cannot be written
+    /// either: the alarm is refused then.
+    func spoolAndSend(_ alarm: UnstoredAlarm) async throws(RelayError) {
+        guard let spool else { throw Self.storageUnavailable }
+        do {
+            try await spool.append(alarm.record)
+        } catch {
+            logger.critical("the alarm spool cannot be written either: the alarm is refused", metadata: ["error": "\(error)"])
+            throw .storage("\(error)")
+        }
+        spooled.append(alarm.record)
+        markUnstored()
+        alarmsSpooled.record(spooled.alarmCount)
+        logger.warning("alarm delivered while storage fails; spooled until the store takes it",
+                       metadata: ["alarm": "\(alarm.record.compactMap(\.spooledAlarmId).joined(separator: ","))"])
+        if !alarm.pushes.isEmpty { push.sendUnstored(alarm.pushes) }
     }
 
     /// After a successful read-back (`reloadFromStore`): the spooled changes are stored in one write, then the
@@ -71,6 +94,8 @@ extension Relay {
         let changes = spooled.changes
         do {
             try await persist(changes)
+            // A relay alone stages them: stored once the journal has written them.
+            try await writesSettled()
         } catch {
             logger.warning("spooled alarms not stored yet; trying again shortly", metadata: ["error": "\(error)"])
             putSpooledInMemory()

@@ -4,14 +4,16 @@ import Logging
 import Metrics
 import Synchronization
 
-/// The relay's engine: every operation that reads or changes durable state runs here, one at a
+/// The relay's engine: every operation that reads or changes durable state is decided here, one at a
 /// time, and its outcome is persisted before anyone hears of it; then replies and events go out.
 ///
 /// An actor on a `QueueExecutor`: its isolation is the relay's one serial Dispatch queue, which the
 /// compiler checks. Operations arrive through `mailbox`, from any thread, and `processMailbox`
-/// runs each one to its end (including its storage write) before it starts the next. That keeps
-/// the order operations were submitted in, and no operation ever sees another's half-done state
-/// while it waits for storage, which plain actor reentrancy would allow.
+/// decides each one to its end before it starts the next. That keeps the order operations were
+/// submitted in, and no operation ever sees another's half-done state, which plain actor reentrancy
+/// would allow. A relay alone does not wait for the disk between operations: their changes go to the
+/// store in batches, one transaction each, and what they make heard waits for its batch
+/// (`WriteJournal`, `Relay+Writes`). A relay on a shared bus stores each operation before the next.
 ///
 /// Positions do not pass through here: `publish(_:from:)` runs on the sender's event loop and
 /// touches only the presence table.
@@ -37,7 +39,7 @@ public actor Relay {
     /// Sent in the `ok` of every sign-in (protocol 1.1 `features`), as the relay configuration lists them.
     private let features: [String]
 
-    private nonisolated let mailbox = Mutex(Mailbox())
+    nonisolated let mailbox = Mutex(Mailbox())
     var state: RelayState
     private var usernameFailures: LoginThrottle
     private var addressFailures: LoginThrottle
@@ -83,10 +85,15 @@ public actor Relay {
     /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
     /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
     private var unsavedLastSeen: [String: Int64] = [:]
-    /// Set when a write failed and storage could not be read back either; see `reloadFromStore`.
+    /// Set when a write failed, until the state is read back from storage; see `reloadFromStore`.
     var unstored = false
     /// Set by `close`: the store is about to close, nothing touches it any more.
     private var closed = false
+    /// What a relay alone decided and has not stored or made heard yet (`Relay+Writes`).
+    var journal = WriteJournal<WriteWaiter>()
+    /// How many writes failed so far, and the last failure (see `writesSettled`).
+    var writeFailures = 0
+    var lastWriteError = ""
     /// When the cache was last read from storage (or a read was tried).
     var lastReadBack: Int64 = 0
     /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
@@ -224,7 +231,8 @@ public actor Relay {
         submit(.removePushSubscription(id))
     }
 
-    /// Waits until every operation submitted so far has finished, and stores pending last-seen times.
+    /// Waits until every operation submitted so far has finished (stored, and its replies and events
+    /// sent), and stores pending last-seen times.
     public nonisolated func drain() async {
         await withCheckedContinuation { submit(.drain($0)) }
     }
@@ -235,6 +243,12 @@ public actor Relay {
     /// nothing. A store closed after this sees no write or read come late.
     public nonisolated func close() async {
         await withCheckedContinuation { submit(.close($0)) }
+    }
+
+    /// Waits until every operation submitted so far has been decided; what they store may still be on
+    /// its way to storage, and what they make heard waits for it (tests of the write path).
+    nonisolated func decided() async {
+        await withCheckedContinuation { submit(.decided($0)) }
     }
 
     // MARK: Mailbox
@@ -253,6 +267,7 @@ public actor Relay {
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
         case close(CheckedContinuation<Void, Never>)
+        case decided(CheckedContinuation<Void, Never>)
         /// Other relays committed changes (`Mailbox.remoteNotices`): apply them (or reload), then deliver.
         case refresh
         /// The oldest held notice's wait is over (`Relay+Deltas`).
@@ -279,6 +294,17 @@ public actor Relay {
         /// Notices of other relays not handled yet; one `refresh` command handles all that came before it.
         var remoteNotices: [ChangeNotice] = []
         var refreshQueued = false
+        /// How the batch with the store ended, when it has and nobody has taken that yet: it is handled
+        /// before the next command (see `Relay+Writes`).
+        var written: Result<Void, any Error>?
+        /// A command waiting for that (`writesSettled`) while the mailbox waits for it.
+        var writeWaiter: CheckedContinuation<Result<Void, any Error>, Never>?
+    }
+
+    /// What the mailbox's task does next.
+    private enum Turn {
+        case command(Command)
+        case written(Result<Void, any Error>)
     }
 
     /// Queues a notice behind at most one `refresh` command.
@@ -312,12 +338,25 @@ public actor Relay {
         if start { Task { await self.processMailbox() } }
     }
 
-    private func processMailbox() async {
-        while let command = mailbox.withLock({ mailbox -> Command? in
-            if let next = mailbox.commands.popFirst() { return next }
+    func processMailbox() async {
+        while let turn = mailbox.withLock({ mailbox -> Turn? in
+            // A finished batch first: its replies wait, and the next batch can go to the store.
+            if let written = mailbox.written {
+                mailbox.written = nil
+                return .written(written)
+            }
+            if let next = mailbox.commands.popFirst() { return .command(next) }
             mailbox.running = false
             return nil
         }) {
+            let command: Command
+            switch turn {
+            case .written(let result):
+                await writeFinished(result)
+                continue
+            case .command(let next):
+                command = next
+            }
             await handle(command)
             // A refused write that no `onCurrentCache` decided again (bookkeeping stored with `try?`): the
             // cache holds what was not stored and lacks what another relay stored; read it back now.
@@ -325,7 +364,9 @@ public actor Relay {
                 cacheBehind = nil
                 await reloadFromStore(afterRemoteChange: true)
             }
+            closeRevokedWhenStored()
             await afterCommand()
+            startWrite()
         }
     }
 
@@ -362,11 +403,16 @@ public actor Relay {
             await saveLastSeen()
         case .drain(let continuation):
             await saveLastSeen()
+            try? await writesSettled()
+            continuation.resume()
+        case .decided(let continuation):
             continuation.resume()
         case .close(let continuation):
             let now = clock()
             for username in presence.localUsers() where !ShareLink.isViewerKey(username) { unsavedLastSeen[username] = now }
             await saveLastSeen()
+            // The last batches reach the store before it closes.
+            try? await writesSettled()
             closed = true
             timer?.cancel()
             timer = nil
@@ -405,7 +451,7 @@ public actor Relay {
             if ShareLink.isViewerKey(username) { presence.detachViewer(username, sink) } else { _ = presence.detach(username, sink, now: clock()) }
         case .fireDue(let continuation):
             continuation?.resume()
-        case .drain(let continuation), .close(let continuation), .stopBus(let continuation):
+        case .drain(let continuation), .decided(let continuation), .close(let continuation), .stopBus(let continuation):
             continuation.resume()
         case .presenceSnapshot(let continuation):
             // Closed: nobody is connected here any more.
@@ -433,6 +479,8 @@ public actor Relay {
             guard !usernameFailures.isBlocked(username, now: now), !addressFailures.isBlocked(peer, now: now) else {
                 return done(.failure(.rateLimited("too many failed logins; try again later")))
             }
+            // A read of the store, in order with what was decided before (a `register` of this name on its way).
+            try? await writesSettled()
             let stored: String?
             do { stored = try await store.passwordHash(of: username) } catch {
                 return done(.failure(.storage("\(error)")))
@@ -495,6 +543,8 @@ public actor Relay {
                     outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
                     try await persist(outcome.changes)
                 }
+                // Signing in sends what the state holds: stored first, with everything decided before.
+                try await writesSettled()
                 registrations.recordFailure(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
@@ -510,6 +560,8 @@ public actor Relay {
                 try await onCurrentCache { () async throws(RelayError) in
                     try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 }
+                // Signing in sends what the state holds: stored first, with everything decided before.
+                try await writesSettled()
                 // Not limited like `hello`: the password gets the owner in, whoever holds the connections.
                 makeRoom(for: username, signingIn: sink, previous: previous)
                 await signIn(auth, previous: previous, sink: sink,
@@ -530,6 +582,7 @@ public actor Relay {
             let (username, used) = try useToken(hash, from: peer)
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
+            try await writesSettled()
             await signIn(Authentication(username: username, tokenHash: hash), previous: previous, sink: sink,
                          reply: signInReply(username, token: nil), done: done)
         } catch {
@@ -550,7 +603,8 @@ public actor Relay {
         }
     }
 
-    /// Attaches the connection, replies, then sends what the user missed.
+    /// Attaches the connection, replies, then sends what the user missed. Everything decided before is
+    /// stored (`writesSettled`): the reply and the backlog show the state as it is.
     private func signIn(_ auth: Authentication, previous: Authentication?, sink: any ClientSink,
                         reply: [(String, JSONValue)], done: @escaping Completion) async {
         // Signing in again as the same user on the same connection changes nothing anyone can see.
@@ -587,6 +641,8 @@ public actor Relay {
         guard !watchFailures.isBlocked(peer, now: now) else {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
+        // The reply and what follows show the state: stored first, with everything decided before.
+        do throws(RelayError) { try await writesSettled() } catch { return done(.failure(error)) }
         let hash = Token.hash(token)
         let link = state.sharesByHash[hash].flatMap { state.shares[$0] }
         let hidden = await fetchLastPosition(of: link?.owner, for: link.map { [$0.viewerKey] } ?? [])
@@ -642,40 +698,75 @@ public actor Relay {
         }
     }
 
+    /// Tells `username`'s friends, as friends are now, once what was decided before is stored (a friendship
+    /// on its way is not heard of through a presence event first).
     func announcePresence(_ username: String, online: Bool, at time: Int64) {
         let message = EncodedMessage(Event.presence(username: username, online: online, lastSeen: time).json)
-        for friend in state.friends(of: username) { deliver(message, to: friend) }
+        let friends = state.friends(of: username)
+        afterStored { relay in
+            for friend in friends { relay.deliver(message, to: friend) }
+        }
     }
 
     // MARK: Signed-in requests
 
     private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
         do throws(RelayError) {
-            let (outcome, authChange) = try await onCurrentCache { () async throws(RelayError) in
+            let decided = try await onCurrentCache { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
             }
-            // Audiences change before the reply so that a position sent right after an ok
-            // already reaches the new observer.
-            applyAudience(outcome)
-            await syncInterest()
-            done(.success(RelayReply(replyAfterAudience(outcome), auth: authChange)))
-            deliverEvents(outcome)
+            let audience = audienceUpdates(owners: decided.outcome.audienceChanged)
+            let answer: @Sendable (isolated Relay, Outcome) async -> Void = { relay, outcome in
+                if decided.authChange == .signedOut { relay.detach(auth.username, sink) }
+                // Audiences change before the reply so that a position sent right after an ok
+                // already reaches the new observer.
+                relay.applyAudience(audience)
+                await relay.syncInterest()
+                done(.success(RelayReply(relay.replyAfterAudience(outcome), auth: decided.authChange)))
+                relay.deliverEvents(outcome)
+                // Counted once stored (or spooled): a request decided again on a fresh cache is one alarm.
+                if decided.alarmRaised { relay.alarmsRaised.increment() }
+                if decided.alarmAcknowledged { relay.alarmsAcknowledged.increment() }
+            }
+            switch decided.write {
+            case .persisted:
+                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) })
+            case .staged(let ifLost):
+                // Alarm spool: when its batch fails, the alarm operation is spooled and heard unstored (`Relay+Spool`).
+                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { relay, error in
+                    do throws(RelayError) { try await relay.spoolAndSend(ifLost) } catch { return done(.failure(error)) }
+                    await answer(relay, ifLost.outcome)
+                })
+            case .spooled:
+                // Alarm spool: the store is down; spooled, it is heard now, marked `"stored": false`.
+                await answer(self, decided.outcome)
+            }
         } catch {
-            done(.failure(error))
+            // A refusal is an answer like any other: in turn, after what was decided before is stored (it may
+            // tell of it: "already requested").
+            await answerInTurn(done, error)
         }
     }
 
+    /// A signed-in request as decided (`decideAndStore`): what it makes heard once stored, and how it is stored.
+    private struct Decided: Sendable {
+        var outcome: Outcome
+        var authChange: RelayReply.AuthChange
+        var write: AlarmWrite
+        var alarmRaised = false
+        var alarmAcknowledged = false
+    }
+
     /// Decides a signed-in request on the cache and stores the outcome; nothing is sent yet.
-    private func decideAndStore(_ request: Request, auth: Authentication,
-                                sink: any ClientSink) async throws(RelayError) -> (Outcome, RelayReply.AuthChange) {
+    private func decideAndStore(_ request: Request, auth: Authentication, sink: any ClientSink) async throws(RelayError) -> Decided {
         let user = auth.username
         let now = clock()
         var outcome: Outcome
         var authChange = RelayReply.AuthChange.unchanged
         switch request {
         case .logout, .logoutAll:
+            // The connection is signed out (detached) once this is stored, before its reply.
             try await persist(state.logOut(user, token: auth.tokenHash, all: request == .logoutAll).changes)
-            detach(user, sink)
             authChange = .signedOut
             outcome = Outcome()
         case .friendRequest(let target): outcome = try state.requestFriend(user, target, now: now)
@@ -728,11 +819,11 @@ public actor Relay {
         }
         let changed = !outcome.changes.isEmpty
         // Alarm spool: an alarm operation whose write fails is spooled and delivered anyway (`Relay+Spool`).
-        try await persistOrSpool(&outcome, request: request, now: now)
-        // Counted once stored: a request decided again on a fresh cache is one alarm.
-        if case .alarmRaise = request { alarmsRaised.increment() }
-        if case .alarmAck = request, changed { alarmsAcknowledged.increment() }
-        return (outcome, authChange)
+        let write = try await persistOrSpool(&outcome, request: request, now: now)
+        var decided = Decided(outcome: outcome, authChange: authChange, write: write)
+        if case .alarmRaise = request { decided.alarmRaised = true }
+        if case .alarmAck = request, changed { decided.alarmAcknowledged = true }
+        return decided
     }
 
     private func subscribePush(_ subscription: Request.PushSubscribe, auth: Authentication, done: @escaping Completion) async {
@@ -743,9 +834,10 @@ public actor Relay {
                 try await persist(outcome.changes)
                 return outcome
             }
-            done(.success(RelayReply(outcome.reply, auth: .unchanged)))
+            await whenStored({ _ in done(.success(RelayReply(outcome.reply, auth: .unchanged))) },
+                             orElse: { _, error in done(.failure(error)) })
         } catch {
-            done(.failure(error))
+            await answerInTurn(done, error)
         }
     }
 
@@ -757,7 +849,7 @@ public actor Relay {
         let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
         outcome.changes += pushes
         try await persist(outcome.changes)
-        if !pushes.isEmpty { push.outboxChanged() }
+        if !pushes.isEmpty { await whenStored { relay in relay.push.outboxChanged() } }
     }
 
     /// Sends an outcome's events, each encoded once for all its recipients; audience changes must
@@ -802,20 +894,43 @@ public actor Relay {
         return reply
     }
 
-    private func applyAudience(_ outcome: Outcome) {
-        syncPresence(owners: outcome.audienceChanged)
+    /// Who receives an owner's positions and where their walk ends, as decided: taken from the state when
+    /// the decision is made and given to the presence table once it is stored (the state may hold later
+    /// decisions by then, not stored yet).
+    struct AudienceUpdate: Sendable {
+        let owner: String
+        let audience: Set<String>
+        /// Pauses ignored: what matters for positions from other relays (nil on a relay alone).
+        let reach: Set<String>?
+        let mayBeReceived: Bool
+        let restriction: PositionRestriction?
+        let destination: (sessionId: String, destination: Destination)?
+        /// The session whose trail the presence table keeps for the owner (nil: none, the trail is dropped).
+        let trailSession: String?
     }
 
-    /// Tells the presence table who receives the positions of `owners` and where their walks end.
-    func syncPresence(owners: some Sequence<String>) {
-        for owner in owners {
-            // Reach (pauses ignored) matters only for positions from other relays.
-            presence.setAudience(of: owner, to: state.audience(of: owner),
-                                 reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil)
-            presence.setOwner(owner, state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner))
-            presence.setDestination(of: owner, to: state.destination(of: owner))
-            presence.setTrail(of: owner, sessionId: state.sessionByOwner[owner], now: clock(), limits: limits.trail)
+    func audienceUpdates(owners: some Sequence<String>) -> [AudienceUpdate] {
+        owners.map { owner in
+            AudienceUpdate(owner: owner, audience: state.audience(of: owner),
+                           reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil,
+                           mayBeReceived: state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner),
+                           destination: state.destination(of: owner), trailSession: state.sessionByOwner[owner])
         }
+    }
+
+    func applyAudience(_ updates: [AudienceUpdate]) {
+        for update in updates {
+            presence.setAudience(of: update.owner, to: update.audience, reach: update.reach)
+            presence.setOwner(update.owner, update.mayBeReceived, restriction: update.restriction)
+            presence.setDestination(of: update.owner, to: update.destination)
+            presence.setTrail(of: update.owner, sessionId: update.trailSession, now: clock(), limits: limits.trail)
+        }
+    }
+
+    /// Tells the presence table who receives the positions of `owners` and where their walks end, as the
+    /// state has it now (after a reload, or another relay's commits).
+    func syncPresence(owners: some Sequence<String>) {
+        applyAudience(audienceUpdates(owners: owners))
     }
 
     /// Decides work that no request is waiting for (`decide`, on the cache), persists and publishes its
@@ -830,8 +945,13 @@ public actor Relay {
                 return outcome
             }
             guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
-            applyAudience(outcome)
-            deliverEvents(outcome)
+            let audience = audienceUpdates(owners: outcome.audienceChanged)
+            await whenStored({ relay in
+                relay.applyAudience(audience)
+                relay.deliverEvents(outcome)
+            }, orElse: { relay, error in
+                relay.logger.error("could not store scheduled work", metadata: ["error": "\(error)"])
+            })
         } catch {
             logger.error("could not store scheduled work", metadata: ["error": "\(error)"])
         }
@@ -873,39 +993,6 @@ public actor Relay {
     }
 
     // MARK: Storage
-
-    /// Makes `changes` durable. When storage fails, the in-memory state may have moved ahead of it,
-    /// so the durable part is read back from storage (what is on disk is the truth) while what is not
-    /// stored (the safety settings, which owners are offline) is kept: as the very next operation, not
-    /// before this one answers, so that a request that failed because the database is down fails
-    /// within one storage timeout, not two. Until then the state counts as unstored (`stateIsStored`).
-    func persist(_ changes: [StoreChange]) async throws(RelayError) {
-        guard !changes.isEmpty else { return }
-        do {
-            let count = try await store.applyCounting(changes, expecting: state.loadedChangeCount)
-            if busIsShared, changes.contains(where: \.concernsOtherRelays) {
-                noticeNeeded = true
-                notice.commits?.append(ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached)))
-            }
-            for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(count, changes: changes)
-        } catch let behind as StoreCacheBehind where busIsShared {
-            // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
-            cacheBehind = behind.current
-            logger.debug("write refused: the cache is behind the store", metadata: ["error": "\(behind)"])
-            throw .storage("\(behind)")
-        } catch {
-            logger.error("storage write failed; reading the state back from storage", metadata: ["error": "\(error)"])
-            // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).
-            if !unstored {
-                unstored = true
-                lastReadBack = .min / 2
-                // The read-back, right after this operation (also when no request comes: timers wait for it).
-                submit(.fireDue(then: nil))
-            }
-            throw .storage("\(error)")
-        }
-    }
 
     /// Runs `attempt` (decide on the cache, store what it decided; send nothing before) and, when its write
     /// was refused because another relay wrote since the cache was loaded (`StoreCacheBehind`), runs it again
@@ -973,11 +1060,13 @@ public actor Relay {
     /// How long a relay whose write was refused waits for the missing commits' notices before it reloads.
     static let refusalCatchUpWait = Duration.milliseconds(50)
 
-    /// Reads the durable state back after a failed write. When that fails too (the database is down),
-    /// memory may hold changes that were never stored: it is marked `unstored`, and nothing that reads or
-    /// changes it runs until a later read-back succeeds (`stateIsStored`).
+    /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
+    /// fails (the database is down), memory may hold changes that were never stored: it is marked
+    /// `unstored`, and nothing that reads or changes it runs until a later read-back succeeds (`stateIsStored`).
     @discardableResult
     func reloadFromStore(afterRemoteChange: Bool = false) async -> Bool {
+        // What was decided before is stored (or failed) first: a reload never drops a decision on its way.
+        try? await writesSettled()
         lastReadBack = clock()
         let stored: StoredState
         do {

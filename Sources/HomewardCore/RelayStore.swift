@@ -1,8 +1,9 @@
 import HomewardProtocol
 
 /// Durable storage behind the relay. Every call is asynchronous, so that a networked store can sit
-/// behind it without holding a thread per call; the relay awaits each call in turn, never on a
-/// network event loop, and starts its next operation only once the previous one is stored.
+/// behind it without holding a thread per call, never on a network event loop. A relay alone has at
+/// most one `apply` under way (a batch of several operations' changes, `WriteJournal`) and decides
+/// meanwhile; a relay on a shared bus starts its next operation only once the previous one is stored.
 public protocol RelayStore: Sendable {
     /// Everything the relay keeps in memory, read at start-up and again after a failed write.
     func load() async throws -> StoredState

@@ -32,6 +32,24 @@ struct SpooledAlarms {
     }
 }
 
+/// What became of an alarm operation's changes (`Relay.persistOrSpool`).
+enum AlarmWrite: Sendable {
+    /// Gone to `persist` like any operation's: stored, or staged for the next batch, failing with it.
+    case persisted
+    /// Staged for the next batch (a relay alone); when that batch fails, `ifLost` is spooled and heard instead.
+    case staged(ifLost: UnstoredAlarm)
+    /// Spooled: heard now, marked `"stored": false`.
+    case spooled
+}
+
+/// An alarm operation as it goes out when its write fails: the outcome marked `"stored": false`, the changes
+/// the spool keeps, and the pushes and webhook calls sent from memory.
+struct UnstoredAlarm: Sendable {
+    let outcome: Outcome
+    let record: [StoreChange]
+    let pushes: [OutboxEntry]
+}
+
 extension StoreChange {
     var spooledAlarmId: String? {
         switch self {

@@ -10,7 +10,7 @@ final class InstrumentedStore: RelayStore {
     }
 
     private let store: any RelayStore
-    private let counts = Mutex((commits: 0, failuresAhead: [Int]()))
+    private let counts = Mutex((commits: 0, failuresAhead: [Int](), batches: [[StoreChange]]()))
     /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
     private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>](),
                                    watchers: [CheckedContinuation<Void, Never>]()))
@@ -18,6 +18,9 @@ final class InstrumentedStore: RelayStore {
     init(_ store: any RelayStore) { self.store = store }
 
     var commits: Int { counts.withLock { $0.commits } }
+
+    /// The changes of each committed transaction, in order.
+    var committedBatches: [[StoreChange]] { counts.withLock { $0.batches } }
 
     /// Makes the `n`th write from now (1 is the next) fail without applying anything.
     func failWrite(_ n: Int) {
@@ -60,7 +63,10 @@ final class InstrumentedStore: RelayStore {
         if fail { throw InjectedFailure() }
         try checkUp()
         try await store.apply(changes)
-        counts.withLock { $0.commits += 1 }
+        counts.withLock { counts in
+            counts.commits += 1
+            counts.batches.append(changes)
+        }
     }
 
     func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }

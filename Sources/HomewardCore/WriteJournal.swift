@@ -1,0 +1,100 @@
+/// Group commit for a relay alone: what the relay decided and has not told anyone yet, in the order it
+/// decided it, and which part of it is being committed now. A value with no I/O: the relay (`Relay+Writes`)
+/// sends the batches to its store and performs what comes back.
+///
+/// The relay decides from memory, one command at a time (the LMAX way): a decision's durable changes are
+/// `stage`d and what it makes heard (its reply, events, audience, push wake) waits as a `Waiter` behind
+/// them. One batch is committed at a time; a batch is every change staged while the previous one was being
+/// committed (up to `maxChanges`; one decision is never split), so many decisions share one transaction
+/// and one fsync, with no delay added: the first write of an idle relay goes out at once. A waiter is
+/// released when everything decided before it is stored, so replies and events go out in decision order,
+/// and a reply that only reads is never ahead of a write it has seen. When a batch fails, it and
+/// everything decided after it (on top of it) fail: `failed` hands back all their waiters.
+///
+/// Differs from LMAX's journal in what it holds: the decided changes, not the input commands, so a
+/// restart reads state, not a log to replay.
+struct WriteJournal<Waiter> {
+    private enum Entry {
+        case changes([StoreChange])
+        case waiter(Waiter)
+    }
+
+    /// Decided and not released yet, oldest first; the first `committing` of them are being committed.
+    private var entries: [Entry] = []
+    private var committing: Int?
+    /// The most changes one batch takes (a bigger decision goes alone).
+    let maxChanges: Int
+
+    init(maxChanges: Int = 1024) {
+        self.maxChanges = maxChanges
+    }
+
+    /// Whether nothing is being committed nor waits to be.
+    var isIdle: Bool { entries.isEmpty }
+
+    /// Whether a batch is with the store.
+    var isCommitting: Bool { committing != nil }
+
+    /// One decision's changes, committed atomically with the others of its batch.
+    mutating func stage(_ changes: [StoreChange]) {
+        guard !changes.isEmpty else { return }
+        entries.append(.changes(changes))
+    }
+
+    /// Waits for everything staged so far; returns the waiter back when nothing is outstanding: then it
+    /// is released at once.
+    mutating func whenStored(_ waiter: Waiter) -> Waiter? {
+        guard !entries.isEmpty else { return waiter }
+        entries.append(.waiter(waiter))
+        return nil
+    }
+
+    /// The next batch's changes, when none is being committed and any are staged.
+    mutating func nextBatch() -> [StoreChange]? {
+        guard committing == nil else { return nil }
+        var batch: [StoreChange] = []
+        var end = 0
+        for (index, entry) in entries.enumerated() {
+            guard case .changes(let changes) = entry else { continue }
+            if !batch.isEmpty, batch.count + changes.count > maxChanges { break }
+            batch += changes
+            end = index + 1
+        }
+        guard !batch.isEmpty else { return nil }
+        committing = end
+        return batch
+    }
+
+    /// The batch being committed is stored: the waiters to release now, in order (its own, and those
+    /// right behind it that wait for nothing else).
+    mutating func committed() -> [Waiter] {
+        guard let end = committing else { return [] }
+        committing = nil
+        var released: [Waiter] = []
+        var taken = end
+        for entry in entries[..<end] { if case .waiter(let waiter) = entry { released.append(waiter) } }
+        for entry in entries[end...] {
+            guard case .waiter(let waiter) = entry else { break }
+            released.append(waiter)
+            taken += 1
+        }
+        entries.removeFirst(taken)
+        return released
+    }
+
+    /// The batch being committed failed: it and everything staged after it are dropped. Returns every
+    /// waiter, in order, and the changes that were not stored.
+    mutating func failed() -> (waiters: [Waiter], lost: [StoreChange]) {
+        var waiters: [Waiter] = []
+        var lost: [StoreChange] = []
+        for entry in entries {
+            switch entry {
+            case .changes(let changes): lost += changes
+            case .waiter(let waiter): waiters.append(waiter)
+            }
+        }
+        entries.removeAll()
+        committing = nil
+        return (waiters, lost)
+    }
+}
