@@ -37,7 +37,7 @@ public actor Relay {
     /// Sent in the `ok` of every sign-in (protocol 1.1 `features`), as the relay configuration lists them.
     private let features: [String]
 
-    private nonisolated let mailbox = Mutex(Mailbox())
+    nonisolated let mailbox = Mutex(Mailbox())
     var state: RelayState
     private var usernameFailures: LoginThrottle
     private var addressFailures: LoginThrottle
@@ -75,6 +75,8 @@ public actor Relay {
     var changeCountFailedAt: Int64 = .min / 2
     /// Set when a write was refused because the cache is behind the store: the store's count then (see `onCurrentCache`).
     var cacheBehind: Int64?
+    /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
+    var freshness = CacheFreshness()
     /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
@@ -280,6 +282,10 @@ public actor Relay {
         /// Notices of other relays not handled yet; one `refresh` command handles all that came before it.
         var remoteNotices: [ChangeNotice] = []
         var refreshQueued = false
+        /// Commands submitted and taken so far: while a command runs, `taken` is its number in submission
+        /// order (`CacheFreshness`).
+        var submitted = 0
+        var taken = 0
     }
 
     /// Queues a notice behind at most one `refresh` command.
@@ -306,6 +312,7 @@ public actor Relay {
     nonisolated func submit(_ command: Command) {
         let start = mailbox.withLock { mailbox in
             mailbox.commands.append(command)
+            mailbox.submitted += 1
             guard !mailbox.running else { return false }
             mailbox.running = true
             return true
@@ -315,7 +322,10 @@ public actor Relay {
 
     private func processMailbox() async {
         while let command = mailbox.withLock({ mailbox -> Command? in
-            if let next = mailbox.commands.popFirst() { return next }
+            if let next = mailbox.commands.popFirst() {
+                mailbox.taken += 1
+                return next
+            }
             mailbox.running = false
             return nil
         }) {
@@ -413,7 +423,7 @@ public actor Relay {
 
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
-        await catchUpWithStore()
+        await catchUpBeforeRequest()
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
@@ -880,6 +890,8 @@ public actor Relay {
             }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
             state.noteOwnWrite(count, changes: changes)
+            // Told the others, confirmed, before anyone hears of it here.
+            if noticeNeeded { await publishConfirmedNotice() }
         } catch let behind as StoreCacheBehind where busIsShared {
             // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
             cacheBehind = behind.current
