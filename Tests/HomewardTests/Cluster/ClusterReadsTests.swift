@@ -1,6 +1,9 @@
 import Foundation
+import HomewardBench
 import HomewardCore
 import HomewardProtocol
+import HomewardServer
+import NIOPosix
 import Synchronization
 import XCTest
 
@@ -8,13 +11,20 @@ import XCTest
 /// learned it from the bus (the writer's notice, behind a barrier), not from PostgreSQL.
 final class ClusterReadsTests: ClusterTestCase {
     /// A relay whose store calls are counted.
-    private func countedNode(_ node: String, of cluster: Cluster) async throws -> (TestRelay, StoreCallCounter) {
+    /// `configure` runs after the cluster's settings (it may change the bus).
+    private func countedNode(_ node: String, of cluster: Cluster,
+                             _ configure: @escaping (inout RelayConfiguration) -> Void = { _ in }) async throws -> (TestRelay, StoreCallCounter) {
         let counter = Mutex<StoreCallCounter?>(nil)
-        let relay = try await startNode(node, of: cluster, wrapStore: { store in
+        var failure: (any Error)?
+        let relay = try await startRelay({ config in
+            do { try cluster.configure(&config, node: node) } catch { failure = error }
+            configure(&config)
+        }, wrapStore: { store in
             let counting = StoreCallCounter(store)
             counter.withLock { $0 = counting }
             return counting
         })
+        if let failure { throw failure }
         return (relay, try XCTUnwrap(counter.withLock { $0 }))
     }
 
@@ -22,17 +32,24 @@ final class ClusterReadsTests: ClusterTestCase {
         reply["users"]?.arrayValue?.compactMap { $0["username"]?.stringValue } ?? []
     }
 
+    /// Node b hears nats-server through a link that holds everything 20 ms each way, so a write's notice
+    /// reaches it well after the client's next request: only the barrier (its PONG comes behind the notice on
+    /// that link) makes node b wait for it.
     func testAReadOnAnotherRelayRightAfterAnAcknowledgedWriteSeesIt() async throws {
         let cluster = try await startCluster()
         let a = try await startNode("node-a", of: cluster)
-        let (b, store) = try await countedNode("node-b", of: cluster)
+        let slowBus = try await DelayProxy.start(group: MultiThreadedEventLoopGroup.singleton, port: 0, target: cluster.nats.port,
+                                                 delay: .milliseconds(20))
+        addTeardownBlock { await slowBus.stop() }
+        let slowBusSetting = try BusSetting(parsing: "nats://127.0.0.1:\(slowBus.port)")
+        let (b, store) = try await countedNode("node-b", of: cluster) { $0.bus = slowBusSetting }
         let alice = try await a.user("alice")
         let bob = try await b.user("bob")
         let aliceOnB = try await b.device(of: alice)
         // The first request after start checks the store once (the bus's connection was not checked yet).
         _ = try await aliceOnB.ok("user.blocks")
         let calls = store.calls
-        for round in 0..<25 {
+        for round in 0..<10 {
             try await alice.client.ok("user.block", ["username": .string(bob.username)])
             let after = try await aliceOnB.ok("user.blocks")
             XCTAssertEqual(blocked(after), [bob.username], "round \(round): the block acknowledged on node a")
