@@ -223,6 +223,8 @@ let package = Package(
             dependencies: [
                 "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
                 "HomewardWebPush",
+                // `DelayProxy`: a slow link between a relay and nats-server in the cluster tests.
+                "HomewardBench",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

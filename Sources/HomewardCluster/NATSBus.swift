@@ -39,6 +39,9 @@ public final class NATSBus: RelayBus {
 
     /// Change notices held for a relay that is behind; more are dropped, and the relay reloads (`start`).
     private let changeBufferLimit: Int
+    /// The subscription to change notices once `start` made it, and how many of them went to the relay (`barrier`).
+    private let changes = Mutex<NATSSubscription?>(nil)
+    private let handoff = NoticeHandoff()
 
     private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int) {
         self.client = client
@@ -74,9 +77,11 @@ public final class NATSBus: RelayBus {
         try await client.flush()
         let logger = self.logger
         let events = client.events
+        let handoff = self.handoff
         let started = [
             Task {
                 var dropped = 0
+                defer { handoff.end() }
                 for await message in changes {
                     do { receiver.remoteChanges(try ClusterCodec.decodeNotice(message.payload)) } catch {
                         // Its changes are unknown: the relay reloads its cache instead.
@@ -93,6 +98,7 @@ public final class NATSBus: RelayBus {
                         dropped = changes.droppedMessages
                         receiver.remoteChanges(.unreadable)
                     }
+                    handoff.handedOne()
                 }
             },
             Task {
@@ -145,6 +151,7 @@ public final class NATSBus: RelayBus {
         ]
         let sending = Task { await self.send(delivering: receiver) }
         tasks.withLock { $0 = (started, sending) }
+        self.changes.withLock { $0 = changes }
     }
 
     public func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
@@ -211,6 +218,25 @@ public final class NATSBus: RelayBus {
             if case .terminated = outboxInput.yield(.flush(flushed)) { flushed.resume() }
         }
     }
+
+    /// One PING round trip on this relay's own connection (not through the outbox: it orders nothing this
+    /// relay sends), then a wait until the notice subscription has handed over every message it took before
+    /// the PONG. nats-server writes to a connection in the order it processes what it sends there: a notice
+    /// another relay had confirmed (its PUB, then its PING answered) was queued for this connection before
+    /// this PING was read, so it comes before the PONG. Within one nats-server; through a cluster of them,
+    /// routes forward a notice asynchronously and a barrier on another server may pass it.
+    public func barrier() async -> Int? {
+        guard let changes = self.changes.withLock({ $0 }) else { return nil }
+        do { try await client.flush(timeout: Self.barrierTimeout) } catch { return nil }
+        let generation = client.reconnects
+        guard await handoff.wait(until: changes.receivedMessages) else { return nil }
+        return generation
+    }
+
+    /// Longer than this and the relay asks PostgreSQL instead (a round trip there is a millisecond or two).
+    static let barrierTimeout = Duration.milliseconds(250)
+
+    public var generation: Int? { self.changes.withLock { $0 } == nil ? nil : client.reconnects }
 
     /// Sends what is in the outbox (the relay's last presence delta), then closes the connection.
     public func stop() async {

@@ -75,6 +75,9 @@ struct NoticeSequencer {
         for index in held.indices { held[index].commits?.removeAll { ($0.count ?? .max) <= loaded } }
     }
 
+    /// The highest commit count among the notices held: the cache lacks the commits up to it (nil when none is held).
+    var highestHeldCount: Int64? { held.flatMap { $0.commits ?? [] }.compactMap(\.count).max() }
+
     /// How long until the oldest held notice's wait is over (nil when none is held).
     func remainingHold(now: UInt64) -> UInt64? {
         heldSince.map { since in (since &+ holdLimit) > now ? (since &+ holdLimit) - now : 0 }

@@ -75,14 +75,31 @@ extension Relay: BusReceiver {
             if busIsShared { notice.revokedTokens += revokedTokens }
             revokedTokens.removeAll()
         }
-        if noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty {
-            if !busStopped { bus.publishChanges(notice) }
-            notice.events.removeAll()
-            notice.closeViewers.removeAll()
-            notice.revokedTokens.removeAll()
-            notice.commits = []
-            noticeNeeded = false
-        }
+        publishNotice()
+    }
+
+    /// Sends what the notice holds so far (commits, events, viewers to close, revoked tokens), if anything.
+    func publishNotice() {
+        guard noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty || !notice.revokedTokens.isEmpty else { return }
+        if !busStopped { bus.publishChanges(notice) }
+        notice.events.removeAll()
+        notice.closeViewers.removeAll()
+        notice.revokedTokens.removeAll()
+        notice.commits = []
+        noticeNeeded = false
+    }
+
+    /// Right after a commit the others must know of (`persist`), before anything of it leaves this relay (a
+    /// reply, an event): the notice so far is published and nats-server confirms it (a PING round trip after
+    /// it). So a client that hears of the commit here and at once asks another relay finds that relay's
+    /// barrier behind this notice (`catchUpBeforeRequest`). Events decided with the commit go out after it,
+    /// in the command's next notice (`afterCommand`). A bus that cannot confirm (lost) holds nothing up:
+    /// the notice goes with the reconnect, and the others ask the store meanwhile or reload on their own
+    /// reconnect.
+    func publishConfirmedNotice() async {
+        guard !busStopped else { return }
+        publishNotice()
+        await bus.flush()
     }
 
     /// Before a reply that shows `walker`'s last position to `askers` (an accept, a watch, `friend.location`):
@@ -201,7 +218,8 @@ extension Relay: BusReceiver {
         backlogShown = nil
         caughtUp = [:]
         caughtUpAt = clock()
-        await reloadFromStore(afterRemoteChange: true)
+        let generation = bus.generation
+        if await reloadFromStore(afterRemoteChange: true) { freshness.currentWithStore(onBus: generation) }
         await syncInterest()
         let now = clock()
         var delivered: [StoreChange] = []
@@ -226,28 +244,65 @@ extension Relay: BusReceiver {
     /// How long after a reconnect replayed notices are expected.
     static let replayWindow: Int64 = 10_000
 
-    /// Before a request: when the store has committed changes this cache has not applied (another
-    /// relay's commit whose notice is still on its way), catches up first: with the notices already
-    /// received, else by reloading. A client that acts on an `ok` from one relay at once on another thus
-    /// finds that relay knowing what it was told. One small read per request (the sequence's last value);
-    /// a reload only when the cache really is behind what it has heard of.
-    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
-    /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
-    func catchUpWithStore() async {
+    /// Before a request: brings the cache up to date with every write another relay acknowledged (or told
+    /// anyone of) before the request came, so that a client that got `ok` on one relay and at once asks
+    /// another finds it knowing. Writes are checked against the store anyway (`onCurrentCache`); this keeps
+    /// reads and refusals current.
+    ///
+    /// On the bus, nothing goes to PostgreSQL: one round trip to nats-server (`RelayBus.barrier`), after
+    /// which every notice confirmed before the request came is in the mailbox (the writing relay had
+    /// nats-server confirm it before replying, `publishConfirmedNotice`); those are applied, and when one is
+    /// held for an earlier commit whose notice is still on its way, that one is waited for (`catchUp`). A
+    /// barrier covers every command submitted before it began (`CacheFreshness`), so under load one round
+    /// trip serves the requests that queued meanwhile. Without a barrier to trust (the bus lost, slow, not
+    /// started, or reconnected and not checked against the store since), the store's count (`catchUpWithStore`).
+    func catchUpBeforeRequest() async {
         // Known to be down (a write failed and no read-back worked since): the read-backs catch up, and until
         // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
-        guard busIsShared, !unstored, let loaded = state.loadedChangeCount else { return }
+        guard busIsShared, !unstored, state.loadedChangeCount != nil else { return }
+        let (running, submitted) = mailbox.withLock { ($0.taken, $0.submitted) }
+        guard !freshness.covers(command: running) else { return }
+        if freshness.mayUseBarrier(now: clock()) {
+            if let generation = await bus.barrier() {
+                if freshness.trusts(generation) {
+                    await handleRemoteNotices(takeRemoteNotices())
+                    if let held = sequencer.highestHeldCount, !(await catchUp(to: held)) { return }
+                    freshness.checked(through: submitted)
+                    return
+                }
+            } else {
+                freshness.barrierFailed(at: clock())
+            }
+        }
+        if await catchUpWithStore() { freshness.checked(through: submitted) }
+    }
+
+    /// When the store has committed changes this cache has not applied (another relay's commit whose notice
+    /// is still on its way, or was lost with the bus), catches up: with the notices already received, else
+    /// by reloading. One small read (the sequence's last value); a reload only when the cache really is
+    /// behind what it has heard of. Returns whether the cache was found current.
+    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
+    /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
+    func catchUpWithStore() async -> Bool {
+        guard let loaded = state.loadedChangeCount else { return false }
         let now = clock()
-        guard now - changeCountFailedAt >= Self.readBackInterval else { return }
+        guard now - changeCountFailedAt >= Self.readBackInterval else { return false }
+        // Read before the count: notices lost in an outage that ended before it, the count shows.
+        let generation = bus.generation
         let current: Int64?
         do { current = try await store.changeCount() } catch {
             changeCountFailedAt = now
-            return
+            return false
         }
-        guard let current, current > loaded else { return }
-        await handleRemoteNotices(takeRemoteNotices())
-        guard let applied = state.loadedChangeCount, current > applied else { return }
-        await reloadFromStore(afterRemoteChange: true)
+        guard let current else { return false }
+        if current > loaded {
+            await handleRemoteNotices(takeRemoteNotices())
+            if let applied = state.loadedChangeCount, current > applied {
+                guard await reloadFromStore(afterRemoteChange: true) else { return false }
+            }
+        }
+        freshness.currentWithStore(onBus: generation)
+        return true
     }
 
     /// A `hello` with a token this cache does not know may carry one another relay just issued. One it

@@ -51,6 +51,8 @@ extension Relay {
             }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
             state.noteOwnWrite(count, changes: changes)
+            // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
+            if noticeNeeded { await publishConfirmedNotice() }
         } catch let behind as StoreCacheBehind {
             // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
             cacheBehind = behind.current

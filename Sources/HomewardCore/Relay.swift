@@ -74,6 +74,8 @@ public actor Relay {
     var changeCountFailedAt: Int64 = .min / 2
     /// Set when a write was refused because the cache is behind the store: the store's count then (see `onCurrentCache`).
     var cacheBehind: Int64?
+    /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
+    var freshness = CacheFreshness()
     /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
@@ -299,6 +301,10 @@ public actor Relay {
         var written: Result<Void, any Error>?
         /// A command waiting for that (`writesSettled`) while the mailbox waits for it.
         var writeWaiter: CheckedContinuation<Result<Void, any Error>, Never>?
+        /// Commands submitted and taken so far: while a command runs, `taken` is its number in submission
+        /// order (`CacheFreshness`).
+        var submitted = 0
+        var taken = 0
     }
 
     /// What the mailbox's task does next.
@@ -331,6 +337,7 @@ public actor Relay {
     nonisolated func submit(_ command: Command) {
         let start = mailbox.withLock { mailbox in
             mailbox.commands.append(command)
+            mailbox.submitted += 1
             guard !mailbox.running else { return false }
             mailbox.running = true
             return true
@@ -345,7 +352,10 @@ public actor Relay {
                 mailbox.written = nil
                 return .written(written)
             }
-            if let next = mailbox.commands.popFirst() { return .command(next) }
+            if let next = mailbox.commands.popFirst() {
+                mailbox.taken += 1
+                return .command(next)
+            }
             mailbox.running = false
             return nil
         }) {
@@ -463,7 +473,7 @@ public actor Relay {
 
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
-        await catchUpWithStore()
+        await catchUpBeforeRequest()
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {

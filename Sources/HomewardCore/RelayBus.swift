@@ -38,6 +38,15 @@ public protocol RelayBus: Sendable {
     func requestPresenceSnapshot(of node: String)
     /// Returns once the bus has everything published before (or cannot have it now).
     func flush() async
+    /// Returns once the bus answered a round trip begun by this call and every change notice it sent this
+    /// relay before that answer has been handed to the receiver (`remoteChanges`). A notice another relay
+    /// published and had the bus confirm (`flush`) before this call is then with the receiver. Returns the
+    /// connection's `generation`, or nil when that cannot be confirmed (not started, not connected, no
+    /// answer soon): the relay then asks the store instead.
+    func barrier() async -> Int?
+    /// Which connection to the bus is up: 0 the first, one more after each reconnect (the notices sent
+    /// meanwhile were lost); nil before `start` subscribed.
+    var generation: Int? { get }
     /// Stops delivering and closes the connection to the bus.
     func stop() async
 }
@@ -122,5 +131,7 @@ public struct LocalBus: RelayBus {
     public func publishPresence(_ message: PresenceMessage) {}
     public func requestPresenceSnapshot(of node: String) {}
     public func flush() async {}
+    public func barrier() async -> Int? { nil }
+    public var generation: Int? { nil }
     public func stop() async {}
 }

@@ -22,21 +22,16 @@ public final class NATSClient: Sendable {
     private let core: NIOLoopBound<NATSClientCore>
     private let configuration: NATSClientConfiguration
     private let requestNumbers = Atomic<UInt64>(0)
-    private let droppedPublishCount = Counter()
-
-    /// An atomic count shared with closures run on the client's loop.
-    final class Counter: Sendable {
-        private let value = Atomic<Int>(0)
-        func increment() { value.add(1, ordering: .relaxed) }
-        var count: Int { value.load(ordering: .relaxed) }
-    }
+    private let droppedPublishCount = NATSCounter()
+    private let reconnectCount: NATSCounter
 
     private init(eventLoop: any EventLoop, core: NIOLoopBound<NATSClientCore>, events: AsyncStream<NATSClientEvent>,
-                 configuration: NATSClientConfiguration) {
+                 configuration: NATSClientConfiguration, reconnects: NATSCounter) {
         self.eventLoop = eventLoop
         self.core = core
         self.events = events
         self.configuration = configuration
+        self.reconnectCount = reconnects
     }
 
     /// Connects to the first of `urls` that completes the handshake (each is tried once, in order);
@@ -48,11 +43,13 @@ public final class NATSClient: Sendable {
         guard !servers.isEmpty else { throw NATSError.noServers }
         let loop = eventLoopGroup.next()
         let (events, sink) = AsyncStream.makeStream(of: NATSClientEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let reconnects = NATSCounter()
         let core = try await loop.submit {
-            NIOLoopBound(NATSClientCore(eventLoop: loop, servers: servers, configuration: configuration, logger: logger, events: sink),
+            NIOLoopBound(NATSClientCore(eventLoop: loop, servers: servers, configuration: configuration, logger: logger, events: sink,
+                                        reconnects: reconnects),
                          eventLoop: loop)
         }.get()
-        let client = NATSClient(eventLoop: loop, core: core, events: events, configuration: configuration)
+        let client = NATSClient(eventLoop: loop, core: core, events: events, configuration: configuration, reconnects: reconnects)
         try await loop.flatSubmit { core.value.start() }.get()
         return client
     }
@@ -85,7 +82,12 @@ public final class NATSClient: Sendable {
     }
 
     /// Messages `publishDetached` could not send.
-    public var droppedPublishes: Int { droppedPublishCount.count }
+    public var droppedPublishes: Int { droppedPublishCount.value }
+
+    /// How many times the connection came back after a loss (messages sent meanwhile were missed). Counted
+    /// before anything the new connection brings is read, so a `flush` that returns after a reconnect
+    /// finds it counted.
+    public var reconnects: Int { reconnectCount.value }
 
     /// Subscribes to `subject` (`*` and `>` allowed); with a queue group, each message goes to one
     /// member of the group. The SUB is on its way when this returns; `flush()` waits until the server has it.
@@ -98,7 +100,8 @@ public final class NATSClient: Sendable {
         let made = try await eventLoop.submit {
             try core.value.subscribe(subject: subject, queueGroup: queueGroup, bufferLimit: limit, overflow: overflow)
         }.get()
-        return NATSSubscription(subject: subject, queueGroup: queueGroup, id: made.id, stream: made.stream, drops: made.drops, client: self)
+        return NATSSubscription(subject: subject, queueGroup: queueGroup, id: made.id, stream: made.stream, drops: made.drops,
+                                received: made.received, client: self)
     }
 
     func unsubscribe(id: UInt64, afterMessages max: Int?) async {

@@ -17,10 +17,11 @@ public enum NATSClientEvent: Sendable, Equatable {
 final class NATSClientCore {
     typealias ConnectionID = NATSConnectionStateMachine.ConnectionID
 
-    /// A subscriber's end of its `AsyncStream`, and the count of what its full buffer dropped.
+    /// A subscriber's end of its `AsyncStream`, and the counts of what its buffer took and what it dropped when full.
     struct Subscriber {
         let continuation: AsyncStream<NATSMessage>.Continuation
-        let drops: NATSDropCounter
+        let drops: NATSCounter
+        let received: NATSCounter
     }
 
     private struct PendingRequest {
@@ -33,6 +34,8 @@ final class NATSClientCore {
     private let configuration: NATSClientConfiguration
     private let logger: Logger
     private let events: AsyncStream<NATSClientEvent>.Continuation
+    /// Connections that came back after a loss (`NATSClient.reconnects`).
+    private let reconnects: NATSCounter
     private var machine: NATSConnectionStateMachine
     /// The socket of the current connection, from its `channelActive` until it is given up.
     private var channel: (any Channel)?
@@ -53,8 +56,9 @@ final class NATSClientCore {
 
     /// Must be created on `eventLoop`: it is wrapped in a `NIOLoopBound` right away.
     init(eventLoop: any EventLoop, servers: [NATSServerAddress], configuration: NATSClientConfiguration, logger: Logger,
-         events: AsyncStream<NATSClientEvent>.Continuation) {
+         events: AsyncStream<NATSClientEvent>.Continuation, reconnects: NATSCounter) {
         self.eventLoop = eventLoop
+        self.reconnects = reconnects
         self.servers = servers
         self.configuration = configuration
         self.logger = logger
@@ -196,6 +200,8 @@ final class NATSClientCore {
             logger.info("NATS connected", metadata: ["server": "\(servers[server])", "resubscribed": "\(resubscribe.count)",
                                                      "buffered": "\(buffered.count)"])
             if isReconnect {
+                // Before any reply on the new connection is read: a flush that returns after this sees the count.
+                reconnects.increment()
                 events.yield(.reconnected(servers[server]))
             } else {
                 connectPromise?.succeed()
@@ -218,7 +224,8 @@ final class NATSClientCore {
         guard let subscriber = subscribers[message.subscriptionID] else { return }
         switch subscriber.continuation.yield(message) {
         case .dropped: subscriber.drops.increment()
-        case .enqueued, .terminated: break
+        case .enqueued: subscriber.received.increment()
+        case .terminated: break
         @unknown default: break
         }
         if last { subscribers.removeValue(forKey: message.subscriptionID)?.continuation.finish() }
@@ -277,7 +284,7 @@ final class NATSClientCore {
     }
 
     func subscribe(subject: String, queueGroup: String?, bufferLimit: Int, overflow: NATSSubscription.Overflow)
-        throws(NATSError) -> (id: UInt64, stream: AsyncStream<NATSMessage>, drops: NATSDropCounter) {
+        throws(NATSError) -> (id: UInt64, stream: AsyncStream<NATSMessage>, drops: NATSCounter, received: NATSCounter) {
         nextSubscriptionID += 1
         let id = nextSubscriptionID
         if try machine.subscribe(.init(id: id, subject: subject, queueGroup: queueGroup)) {
@@ -293,9 +300,10 @@ final class NATSClientCore {
             guard case .cancelled = termination else { return }
             loop.execute { bound.value.unsubscribe(id: id, afterMessages: nil) }
         }
-        let drops = NATSDropCounter()
-        subscribers[id] = Subscriber(continuation: continuation, drops: drops)
-        return (id, stream, drops)
+        let drops = NATSCounter()
+        let received = NATSCounter()
+        subscribers[id] = Subscriber(continuation: continuation, drops: drops, received: received)
+        return (id, stream, drops, received)
     }
 
     func unsubscribe(id: UInt64, afterMessages max: Int?) {

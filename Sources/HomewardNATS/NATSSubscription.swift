@@ -23,20 +23,28 @@ public final class NATSSubscription: AsyncSequence, Sendable {
     /// The `sid` in SUB/UNSUB/MSG.
     public let id: UInt64
     private let stream: AsyncStream<NATSMessage>
-    private let drops: NATSDropCounter
+    private let drops: NATSCounter
+    private let received: NATSCounter
     private let client: NATSClient
 
-    init(subject: String, queueGroup: String?, id: UInt64, stream: AsyncStream<NATSMessage>, drops: NATSDropCounter, client: NATSClient) {
+    init(subject: String, queueGroup: String?, id: UInt64, stream: AsyncStream<NATSMessage>, drops: NATSCounter, received: NATSCounter,
+         client: NATSClient) {
         self.subject = subject
         self.queueGroup = queueGroup
         self.id = id
         self.stream = stream
         self.drops = drops
+        self.received = received
         self.client = client
     }
 
     /// Messages the full buffer dropped so far (slow consumer).
     public var droppedMessages: Int { drops.value }
+
+    /// Messages put in the buffer so far (iterated or still waiting). Counted on the client's loop as each
+    /// message is read from the socket, so once a `flush` returns this counts every message the server
+    /// sent on this subscription before its PONG.
+    public var receivedMessages: Int { received.value }
 
     public func makeAsyncIterator() -> AsyncStream<NATSMessage>.Iterator { stream.makeAsyncIterator() }
 
@@ -51,8 +59,8 @@ public final class NATSSubscription: AsyncSequence, Sendable {
     }
 }
 
-/// Written on the event loop, read by the subscriber anywhere.
-final class NATSDropCounter: Sendable {
+/// A count written on the client's event loop and read anywhere.
+final class NATSCounter: Sendable {
     private let count = Atomic<Int>(0)
     func increment() { count.add(1, ordering: .relaxed) }
     var value: Int { count.load(ordering: .relaxed) }

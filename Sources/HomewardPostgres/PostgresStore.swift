@@ -172,7 +172,7 @@ public final class PostgresStore: RelayStore {
     }
 
     public func changeCount() async throws -> Int64? {
-        // Read before every request on a shared bus: while the server is down it must cost requests little.
+        // Read before every request by a relay without a bus barrier: while the server is down it must cost requests little.
         try await withConnection("change count", timeout: min(timeouts.query, Self.changeCountTimeout)) { db, logger in
             try await Self.changeCount(db, logger: logger)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import HomewardCore
 import HomewardNATS
 import HomewardPostgres
 import HomewardServer
@@ -62,14 +63,16 @@ class ClusterTestCase: EndToEndTestCase {
         return Cluster(location: try server.createDatabase(), nats: try await startNATS())
     }
 
-    /// One relay of `cluster`, named `node`; `configure` may change anything but the store, bus and name.
+    /// One relay of `cluster`, named `node`; `configure` may change anything but the store, bus and name;
+    /// `wrapStore` puts something between the relay and PostgreSQL (`StoreCallCounter`).
     func startNode(_ node: String, of cluster: Cluster,
-                   _ configure: @escaping (inout RelayConfiguration) -> Void = { _ in }) async throws -> TestRelay {
+                   _ configure: @escaping (inout RelayConfiguration) -> Void = { _ in },
+                   wrapStore: @escaping @Sendable (any RelayStore) -> any RelayStore = { $0 }) async throws -> TestRelay {
         var failure: (any Error)?
-        let relay = try await startRelay { config in
+        let relay = try await startRelay({ config in
             configure(&config)
             do { try cluster.configure(&config, node: node) } catch { failure = error }
-        }
+        }, wrapStore: wrapStore)
         if let failure { throw failure }
         return relay
     }

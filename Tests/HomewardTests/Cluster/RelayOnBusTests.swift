@@ -13,6 +13,7 @@ final class RecordingBus: RelayBus {
         case notice(ChangeNotice)
         case presence(PresenceMessage)
         case snapshotRequest(node: String)
+        case flush
     }
 
     private let log = Mutex<[Call]>([])
@@ -36,7 +37,10 @@ final class RecordingBus: RelayBus {
     }
     func publishPresence(_ message: PresenceMessage) { log.withLock { $0.append(.presence(message)) } }
     func requestPresenceSnapshot(of node: String) { log.withLock { $0.append(.snapshotRequest(node: node)) } }
-    func flush() async {}
+    func flush() async { log.withLock { $0.append(.flush) } }
+    /// Confirms nothing: the relay asks its store instead.
+    func barrier() async -> Int? { nil }
+    var generation: Int? { nil }
     func stop() async {}
 
     var positions: [String] { calls.compactMap { if case .position(_, let text, _) = $0 { text } else { nil } } }
@@ -67,11 +71,12 @@ final class RelayOnBusTests: XCTestCase {
         let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
         bus.clear()
         _ = try await harness.ok(.sessionAccept(sessionId: id), as: bobAuth, sink: bob)
-        // bob, here, now receives alice: the bus subscribes before the others hear of the accept.
+        // bob, here, now receives alice: the bus subscribes before alice hears of the accept (the accept's
+        // commit went out before, confirmed, as every commit does before its reply).
         let calls = bus.calls
         let interest = try XCTUnwrap(calls.firstIndex(of: .interest(adding: ["alice"], removing: [])), "\(calls)")
-        let notice = try XCTUnwrap(calls.firstIndex { if case .notice = $0 { true } else { false } }, "\(calls)")
-        XCTAssertLessThan(interest, notice)
+        let accepted = try XCTUnwrap(calls.firstIndex { if case .notice(let notice) = $0 { !notice.events.isEmpty } else { false } }, "\(calls)")
+        XCTAssertLessThan(interest, accepted)
 
         harness.relay.publish(position, from: "alice")
         XCTAssertEqual(bus.positions.count, 1, "published once, however many receive it")
@@ -79,16 +84,24 @@ final class RelayOnBusTests: XCTestCase {
         _ = alice
     }
 
-    func testEveryCommitIsFollowedByOneNoticeWithItsEventsAndARefusalByNone() async throws {
+    /// A commit's notice is published and confirmed by the bus (`flush`) before the reply, so that another relay's
+    /// barrier finds it; the events the commit caused follow in the command's next notice.
+    func testEveryCommitIsConfirmedOnTheBusBeforeItsEventsFollowAndARefusalTellsNothing() async throws {
         let (harness, bus) = try await harness()
         let (alice, aliceAuth) = try await harness.connect("alice")
         bus.clear()
         _ = try await harness.ok(.alarmRaise(Request.AlarmRaise(text: "help")), as: aliceAuth, sink: alice)
-        XCTAssertEqual(bus.notices.count, 1)
-        let event = try XCTUnwrap(bus.notices.first?.events.first)
+        let told = bus.calls.filter { if case .notice = $0 { true } else { $0 == .flush } }
+        guard told.count == 3, case .notice(let committed) = told[0], told[1] == .flush, case .notice(let events) = told[2] else {
+            return XCTFail("expected a notice of the commit, a flush, then a notice of its events: \(told)")
+        }
+        XCTAssertEqual(committed.commits?.count, 1, "the alarm's commit")
+        XCTAssertEqual(committed.events, [], "published before any event went out")
+        XCTAssertEqual(committed.node, "here")
+        XCTAssertEqual(events.commits, [])
+        let event = try XCTUnwrap(events.events.first)
         XCTAssertEqual(event.message["type"], "alarm")
         XCTAssertEqual(Set(event.recipients), ["bob", "carol"], "one event, encoded once, for both recipients")
-        XCTAssertEqual(bus.notices.first?.node, "here")
 
         bus.clear()
         let refused = await harness.serve(.friendRequest(username: "nobody"), as: aliceAuth, sink: alice)

@@ -1,0 +1,50 @@
+import HomewardCore
+import Synchronization
+
+/// Passes every call on to a relay's store and counts them: each is at least one statement on PostgreSQL,
+/// so no call means nothing was sent there.
+final class StoreCallCounter: RelayStore {
+    private let store: any RelayStore
+    private let count = Atomic<Int>(0)
+
+    init(_ store: any RelayStore) { self.store = store }
+
+    var calls: Int { count.load(ordering: .sequentiallyConsistent) }
+
+    private func counted() { count.add(1, ordering: .sequentiallyConsistent) }
+
+    func load() async throws -> StoredState {
+        counted()
+        return try await store.load()
+    }
+
+    func apply(_ changes: [StoreChange]) async throws {
+        counted()
+        try await store.apply(changes)
+    }
+
+    func passwordHash(of username: String) async throws -> String? {
+        counted()
+        return try await store.passwordHash(of: username)
+    }
+
+    func username(forTokenHash hash: String) async throws -> String? {
+        counted()
+        return try await store.username(forTokenHash: hash)
+    }
+
+    func changeCount() async throws -> Int64? {
+        counted()
+        return try await store.changeCount()
+    }
+
+    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
+        counted()
+        return try await store.applyCounting(changes, expecting: expecting)
+    }
+
+    func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String? {
+        counted()
+        return try await store.sharedSecret(name, storingIfAbsent: candidate)
+    }
+}
