@@ -72,7 +72,8 @@ private final class SlowReceiver: BusReceiver {
         received.withLock { $0 += notice.revokedTokens }
     }
 
-    func remotePresence(_ digest: PresenceDigest) {}
+    func remotePresence(_ message: PresenceMessage) {}
+    func localPresenceSnapshot() async -> PresenceSnapshot { PresenceSnapshot(node: "here", epoch: "e", seq: 0) }
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
     func busDisconnected() {}

@@ -106,5 +106,7 @@ private final class LossyBus: RelayBus {
         if asksForSnapshots { bus.requestPresenceSnapshot(of: node) }
     }
     func flush() async { await bus.flush() }
+    func barrier() async -> Int? { await bus.barrier() }
+    var generation: Int? { bus.generation }
     func stop() async { await bus.stop() }
 }
