@@ -50,6 +50,8 @@ async def test_kill_9_of_the_walkers_relay_mid_walk_loses_nothing_acknowledged(h
         for observer in observers:
             got = positions_from(observer, walker)
             assert got == sorted(got), f"{observer.node}: positions out of order: {got}"
+        # About time passing: the lost-contact grace (a timer on whichever relay owns the timers) is waited
+        # out, plus a second, before each observer's relay is asked for a barrier.
         remaining = LOST_CONTACT_GRACE + 1 - (time.monotonic() - killed_at)
         for observer in observers:
             await observer.no_event("session.lost", within=max(0.0, remaining))
@@ -251,6 +253,8 @@ async def test_an_alarm_raised_while_postgresql_is_stopped_is_answered_delivered
         back = await hw.hello(offline_token, endpoint=nodes[2])
         event = await back.expect_event("alarm", timeout=5, predicate=lambda e: e["alarm"]["alarmId"] == alarm_id)
         assert event["alarm"]["text"] == "pg is down"
+        # The barrier orders only nodes[2]'s own sending; the owner's relay stored its spool and tells the
+        # others through the bus, which no request to nodes[2] waits for: time for that.
         await back.no_event("alarm", within=0.5, predicate=lambda e: e["alarm"]["alarmId"] == second_id)
     finally:
         if cluster.postgres.proc is None:

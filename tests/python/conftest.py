@@ -55,6 +55,9 @@ REPLY_TIMEOUT = 15.0  # registration runs a slow KDF; keep generous
 NO_ID = object()  # pass as id=NO_ID to send a request without an id
 
 CLUSTER_URLS = [url.strip() for url in os.environ.get("HOMEWARD_TEST_RELAY_URLS", "").split(",") if url.strip()]
+# Cluster mode: an event may come from another relay (a change notice or a position on the bus), and
+# no request to the receiving relay waits for those; `Client.no_event` waits this long as well there.
+CROSS_RELAY_GRACE = 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,6 +433,7 @@ class Client:
         self.token: str | None = None
         self.user: dict | None = None
         self.node: str | None = None  # `node` of the sign-in reply (a relay in a cluster)
+        self.harness: Harness | None = None  # the harness that opened it (`barrier` borrows its clients)
 
     def __repr__(self):
         return f"<Client {self.label} {self.username or ''}>"
@@ -595,8 +599,58 @@ class Client:
         return reply
 
     async def sync(self):
-        """A round trip: everything the relay sent this connection before now has been read."""
+        """A round trip on this connection's event loop: everything the relay sent this connection before
+        now has been read, and every position this connection sent before has been fanned out (`ping` is
+        answered on the loop after the read burst that carried them). Not a barrier for what the relay's
+        actor sends: see `barrier`."""
         await self.ok("ping")
+
+    async def barrier(self):
+        """Returns once every event that the relay was already bound to send this connection has arrived:
+        those of every request answered before now (on any connection of this relay), and positions whose
+        sender's `ok` or `sync` came back before now.
+
+        Why that holds on one relay: `session.list` goes through the relay actor's FIFO mailbox like every
+        request, so it is served after every command submitted before it; the actor hands a connection its
+        events (`ClientSink.send`) and its replies (`done`) as tasks on the connection's event loop, which
+        runs them in order, so the reply comes after them. A position is fanned out on the sender's loop,
+        and the tasks for other loops are queued before the sender's reply is flushed (`ConnectionLoop`).
+
+        A connection that cannot ask the actor (a share-link viewer: every request `forbidden`; one not
+        signed in) asks through a signed-in connection of the same relay (that puts every event for this
+        one on its loop), then makes two round trips on its own loop: the first frame may be read in the
+        same turn of the loop as those tasks run, the second only in a later one.
+
+        Not covered: what a timer sends, what the relay has not been told yet (a close it is still
+        noticing on another connection, a page that has not sent its request), and in cluster mode what
+        comes from another relay. `no_event` waits for those explicitly."""
+        if self.closed:
+            return  # nothing more arrives
+        try:
+            reply = await self.request("session.list")
+            if reply.get("type") == "ok" or reply.get("code") == "internal":
+                return  # answered by the actor (`internal`: storage is down, and it said so in turn)
+            if CLUSTER_URLS:
+                return  # the helper might be on another node; no_event's cross-relay grace covers it
+            helper = await self._signed_in_neighbour()
+            if helper is not None:
+                await helper.ok("session.list")
+            for _ in range(2):
+                await self.request("ping")
+        except ConnectionError:
+            return  # closed meanwhile: everything it was sent has been read
+
+    async def _signed_in_neighbour(self) -> "Client | None":
+        """Another open, signed-in client of the same harness on the same relay; registers one if none is."""
+        harness = self.harness
+        if harness is None:
+            return None
+        for c in harness.clients:
+            if c is not self and c.relay is self.relay and not c.closed and c.username is not None:
+                reply = await c.request("session.list")
+                if reply.get("type") == "ok":
+                    return c
+        return await harness.register("barrier", endpoint=self.relay)
 
     # -- events
 
@@ -638,9 +692,17 @@ class Client:
             f"{self.label}: no {msg_type!r} event within {timeout}s (connection {state}); buffered: {self.events[-15:]}"
         )
 
-    async def no_event(self, msg_type: str, within: float = 0.5, predicate: Callable | None = None):
-        """Asserts that no such event is buffered or arrives within `within` seconds."""
-        await asyncio.sleep(within)
+    async def no_event(self, msg_type: str, within: float = 0.0, predicate: Callable | None = None):
+        """Asserts that no such event has arrived once the relay has answered a `barrier`: on one relay,
+        none that a request answered before, or a position acknowledged before, would have caused.
+
+        `within` waits that many seconds first, for what no barrier orders (see `barrier`): a timer,
+        a close the relay may still be noticing, a browser's request. Each caller that passes it says
+        why. In cluster mode every call waits at least `CROSS_RELAY_GRACE`, for events from other relays."""
+        wait = max(within, CROSS_RELAY_GRACE) if CLUSTER_URLS else within
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await self.barrier()
         matches = self.events_of(msg_type, predicate)
         assert not matches, f"{self.label}: unexpected {msg_type!r} event(s): {matches}"
 
@@ -687,6 +749,7 @@ class Harness:
     async def connect(self, label: str = "anon", endpoint: Relay | None = None, **kwargs) -> Client:
         """A new client on `endpoint`, or on the next endpoint in turn."""
         c = Client(endpoint or self.next_endpoint(), label)
+        c.harness = self
         await c.connect(**kwargs)
         self.clients.append(c)
         return c

@@ -51,7 +51,7 @@ async def test_decline(hw):
     lb = await b.ok("friend.list")
     assert la["friends"] == la["outgoing"] == la["incoming"] == []
     assert lb["friends"] == lb["outgoing"] == lb["incoming"] == []
-    await b.no_event("friend.added", within=0.3)
+    await b.no_event("friend.added")
     # Nothing left to accept.
     await b.err("friend.accept", "not_found", username=unique_username("ghost"))
 
@@ -84,7 +84,7 @@ async def test_remove_ends_session_and_alarm_links(hw):
     lb = await b.ok("session.list")
     assert all(x["sessionId"] != s["sessionId"] for x in lb["following"] + lb["invites"]), lb
     await a.request("pos", id="p", lat=10.0, lon=10.0)
-    await b.no_event("pos", within=0.5)
+    await b.no_event("pos")
 
 
 async def test_mutual_request_makes_friends_at_once(hw):
@@ -209,7 +209,7 @@ async def test_presence_several_devices(hw):
     a.drain()
     b2 = await hw.another_device(b)
     # A second connection does not announce the user again.
-    await a.no_event("presence", within=0.5, predicate=lambda e: e.get("username") == b.username)
+    await a.no_event("presence", predicate=lambda e: e.get("username") == b.username)
     # Every event for b goes to both devices.
     s = (await a.ok("session.start", invite=[b.username]))["session"]
     e1 = await b.expect_event("session.invite")
@@ -222,6 +222,8 @@ async def test_presence_several_devices(hw):
     await b2.expect_event("friend.added")
     # Closing one device is not "offline"; closing the last one is.
     await b.close()
+    # The relay hears of the close on b's own event loop, which may tell the actor a moment after a's
+    # barrier went in: time for that.
     await a.no_event("presence", within=0.5, predicate=is_presence(b.username, False))
     await b2.close()
     await a.expect_event("presence", predicate=is_presence(b.username, False))
@@ -232,4 +234,4 @@ async def test_presence_only_to_friends(hw):
     await hw.befriend(a, b)
     await b.close()
     await a.expect_event("presence", predicate=is_presence(b.username, False))
-    await c.no_event("presence", within=0.3)
+    await c.no_event("presence")

@@ -120,7 +120,7 @@ async def test_viewer_sees_the_session_and_the_owners_positions_only(hw):
     assert ev["from"] == a.username and ev["lat"] == 57.71, ev
     # The observer's own positions are not the walk's.
     await b.request("pos", lat=1.0, lon=1.0, ts=now_ms())
-    await v.no_event("pos", within=0.5, predicate=lambda e: e.get("from") == b.username)
+    await v.no_event("pos", predicate=lambda e: e.get("from") == b.username)
 
 
 async def test_a_viewer_is_read_only_and_stays_connected(hw):
@@ -149,7 +149,7 @@ async def test_revoke_ends_viewers_with_revoked_and_close_1000_within_a_second(h
         assert await v.wait_closed(timeout=2) == 1000
     assert time.monotonic() - started < 1.0
     assert (await a.ok("share.list"))["shares"] == []
-    await b.no_event("session.ended", within=0.3)  # the session itself goes on
+    await b.no_event("session.ended")  # the session itself goes on
     await a.err("share.revoke", "not_found", shareId=share["shareId"])
 
 
@@ -183,16 +183,16 @@ async def test_a_viewer_hears_only_alarms_raised_while_its_link_lives(hw):
     await b.expect_event("alarm", predicate=lambda e: e["alarm"]["alarmId"] == early["alarmId"])
     share = (await a.ok("share.create", sessionId=sid))["share"]
     v, _ = await viewer_of(hw, share["token"])
-    await v.no_event("alarm", within=0.5)
+    await v.no_event("alarm")
     later = (await a.ok("alarm.raise", text="during the walk"))["alarm"]
     assert (await v.expect_event("alarm"))["alarm"]["alarmId"] == later["alarmId"]
 
     v2, _ = await viewer_of(hw, share["token"], "viewer2")
     assert (await v2.expect_event("alarm"))["alarm"]["alarmId"] == later["alarmId"]
-    await v2.no_event("alarm", within=0.3, predicate=lambda e: e["alarm"]["alarmId"] == early["alarmId"])
+    await v2.no_event("alarm", predicate=lambda e: e["alarm"]["alarmId"] == early["alarmId"])
     await a.ok("alarm.cancel", alarmId=early["alarmId"])
     await b.expect_event("alarm.cancelled", predicate=lambda e: e["alarmId"] == early["alarmId"])
-    await v.no_event("alarm.cancelled", within=0.3)
+    await v.no_event("alarm.cancelled")
 
 
 async def test_a_viewer_never_gets_an_alarms_position_and_a_pause_from_everyone_hides_the_walker(hw):
@@ -207,7 +207,8 @@ async def test_a_viewer_never_gets_an_alarms_position_and_a_pause_from_everyone_
     assert ev["alarm"].get("position") is None and ev["alarm"]["text"] == "help", ev
     await a.request("pos", id=NO_ID, lat=57.81, lon=11.81)
     await b.expect_event("pos", predicate=lambda e: e.get("lat") == 57.81)
-    await v.no_event("pos", within=0.3)
+    await a.sync()  # its position went out to every loop
+    await v.no_event("pos")
 
     v2, _ = await viewer_of(hw, share["token"], "viewer2")
     backlog = await v2.expect_event("alarm")
@@ -269,7 +270,7 @@ async def test_expiry_ends_viewers_and_the_expired_token_is_not_found(short_hw):
     late, reply = await watch(hw, share["token"], "late")
     assert reply["code"] == "not_found", reply
     assert await late.wait_closed() == 1008
-    await b.no_event("session.ended", within=0.3)  # only the link expired
+    await b.no_event("session.ended")  # only the link expired (its timer has fired: v heard it)
 
 
 async def test_failed_watch_attempts_are_rate_limited_per_address(short_hw):

@@ -12,7 +12,10 @@ final class AlarmSpoolClusterTests: ClusterTestCase {
         let cluster = Cluster(location: try server.createDatabase(), nats: try await startNATS())
         let storeTimeout = Duration.seconds(2)
         let quick: (inout RelayConfiguration) -> Void = { $0.postgresTimeouts = .init(connect: storeTimeout, query: storeTimeout) }
-        let a = try await startNode("node-a", of: cluster, quick)
+        let a = try await startNode("node-a", of: cluster) { config in
+            quick(&config)
+            config.metricsListen = ListenAddress(host: "127.0.0.1", port: 0)
+        }
         let b = try await startNode("node-b", of: cluster, quick)
         let c = try await startNode("node-c", of: cluster, quick)
         let alice = try await a.user("alice")
@@ -22,9 +25,11 @@ final class AlarmSpoolClusterTests: ClusterTestCase {
         for friend in [busy, bob, carol] { try await befriend(alice, friend) }
 
         server.stop()
-        // A write failing on alice's relay first, and the alarm right behind it.
+        // A write failing on alice's relay first, and the alarm right behind it: sent once node a has read
+        // busy's request (counted on its event loop right before it goes to the relay's mailbox).
+        let before = try await requestsRead("alarm.contacts", by: a)
         async let failing = busy.client.request("alarm.contacts", ["usernames": .strings([alice.username])], timeout: 15)
-        try await Task.sleep(for: .milliseconds(200))
+        try await eventually(within: 5, "node a to read busy's request") { try await requestsRead("alarm.contacts", by: a) > before }
         let clock = ContinuousClock()
         let started = clock.now
         let raised = try await alice.client.ok("alarm.raise", ["text": "help", "lat": 57.7, "lon": 11.9], timeout: 30)
@@ -50,5 +55,15 @@ final class AlarmSpoolClusterTests: ClusterTestCase {
         }
         let acked = try await alice.client.event("alarm.acked", timeout: 5, where: { $0["alarmId"] == .string(id) })
         XCTAssertNil(acked["stored"], "acknowledged once stored: an ordinary, stored acknowledgement")
+    }
+
+    /// How many requests of `type` `relay` has read, from its metrics listener (`homeward_messages_in_total`).
+    private func requestsRead(_ type: String, by relay: TestRelay) async throws -> Int {
+        let port = try XCTUnwrap(try relay.running.metricsPort)
+        let metrics = try await httpsRequest(port: port, caPath: nil, path: "/metrics").body
+        let prefix = "homeward_messages_in_total{type=\"\(type)\"} "
+        guard let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }),
+              let count = Double(line.dropFirst(prefix.count)) else { return 0 }
+        return Int(count)
     }
 }

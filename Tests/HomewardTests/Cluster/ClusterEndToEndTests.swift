@@ -195,7 +195,8 @@ final class ClusterEndToEndTests: ClusterTestCase {
                 XCTAssertEqual(repeated["repeat"], JSONValue.int(Int64(expected)), "\(recipient.username): repeat \(expected) once, in order")
             }
         }
-        // Two more intervals: a second relay firing too would have sent something by now.
+        // Two more intervals: a second relay firing too would have sent something by now. About time
+        // passing: after the last repeat nothing is due, so there is no event to await.
         try await Task.sleep(for: .milliseconds(800))
         for recipient in [bob, carol] {
             let extra = try await recipient.client.eventsAfterRoundTrip("alarm")

@@ -87,6 +87,16 @@ class ClusterTestCase: EndToEndTestCase {
         throw TestFailure("\(relay.configuration.nodeID) did not take the timers within \(seconds) s")
     }
 
+    /// Whether a relay of `cluster` holds the timer lock (`PostgresTimerLease`), as PostgreSQL sees it.
+    func timerLockIsHeld(in cluster: Cluster) async throws -> Bool {
+        let held = try await postgres().psqlValue("""
+            SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'homeward-relay timers'
+              AND a.datname = '\(cluster.location.database)'
+            """)
+        return held == "1"
+    }
+
     /// Polls `condition` every 50 ms until it holds or `seconds` pass; returns how long it took.
     @discardableResult
     func eventually(within seconds: Double, _ what: String, _ condition: () async throws -> Bool) async throws -> Duration {

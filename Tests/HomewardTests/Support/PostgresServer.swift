@@ -137,6 +137,15 @@ final class PostgresServer: Sendable {
                                           "-U", "postgres", "-d", database, "-c", sql])
     }
 
+    /// Runs one SQL query as the superuser through psql; returns its result unaligned, without headers.
+    func psqlValue(_ sql: String, database: String = "postgres") throws -> String {
+        let arguments = ["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", "\(port)",
+                         "-U", "postgres", "-d", database, "-c", sql]
+        let (status, output) = try runToEnd(URL(fileURLWithPath: "\(binaries)/psql"), arguments)
+        guard status == 0 else { throw TestFailure("psql \(sql) failed (\(status)): \(output)") }
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     private func runAsPostgres(_ tool: String, _ arguments: [String]) throws {
         try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments)
     }
