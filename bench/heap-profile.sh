@@ -10,8 +10,8 @@
 #
 # The relay runs under heaptrack's preload library, exec'd from a wrapper so that homeward-bench measures
 # the relay's own process; the profile is written raw and interpreted afterwards. The summary lists the
-# allocation sites holding the most memory at the peak (all connections open, 3 s after the last) and the
-# bytes per connection at the peak.
+# allocation sites holding the most memory at the peak (all connections open, 3 s after the last), as bytes
+# per connection (bench/heap-summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +50,6 @@ heaptrack_print --file "$out/relay.heaptrack.gz" --print-peaks 1 --print-allocat
 heaptrack_print --file "$out/relay.heaptrack.gz" --print-peaks 0 --print-allocators 0 --print-temporary 0 \
   --print-leaks 0 --print-flamegraph "$out/peak.folded" --flamegraph-cost-type peak >/dev/null
 
-peak=$(grep -E '^peak heap memory consumption' "$out/peaks.txt" | sed 's/.*: *//')
-echo "peak heap: $peak with $connections connections (also: the relay's own baseline)"
-echo "top allocation sites at the peak: $out/peaks.txt; folded stacks (peak bytes): $out/peak.folded"
-head -n 60 "$out/peaks.txt"
+echo "== bytes per connection by allocation site at the peak (bench/heap-summary.py)"
+python3 bench/heap-summary.py "$out/peak.folded" "$connections" 25 | tee "$out/summary.md"
+echo "profile: $out/relay.heaptrack.gz (heaptrack_print -f ...); top sites with backtraces: $out/peaks.txt"
