@@ -5,9 +5,11 @@
 #define HOMEWARD_OPENSSL_SHIM_H
 
 #include <openssl/bio.h>
+#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <malloc.h>
 #include <string.h>
 
 // Chooses "http/1.1" when the client offers it; a client offering only other protocols gets no ALPN
@@ -54,6 +56,29 @@ static inline BIO *homeward_bio_new_mem(void) {
 
 static inline size_t homeward_bio_pending(BIO *bio) {
     return BIO_ctrl_pending(bio);
+}
+
+/// Bytes in use in the calling thread's main malloc arena (glibc's mallinfo2), for the tests that check
+/// what an idle session holds.
+static inline size_t homeward_heap_bytes_in_use(void) {
+    return mallinfo2().uordblks;
+}
+
+/// The size of the buffer a memory BIO has allocated (0 when none).
+static inline size_t homeward_bio_capacity(BIO *bio) {
+    BUF_MEM *held = NULL;
+    if (BIO_get_mem_ptr(bio, &held) <= 0 || held == NULL) return 0;
+    return held->max;
+}
+
+/// Frees an empty memory BIO's buffer (a memory BIO keeps the largest buffer it ever held) by giving it a
+/// new, unallocated one; does nothing while the BIO holds bytes or has no buffer.
+static inline void homeward_bio_release_buffer(BIO *bio) {
+    BUF_MEM *held = NULL;
+    if (BIO_ctrl_pending(bio) != 0 || BIO_get_mem_ptr(bio, &held) <= 0 || held == NULL || held->max == 0) return;
+    BUF_MEM *empty = BUF_MEM_new();
+    if (empty == NULL) return;
+    BIO_set_mem_buf(bio, empty, BIO_CLOSE);  // frees the one it held
 }
 
 /// The server name the client sent (SNI), or NULL.

@@ -34,6 +34,9 @@ public final class BenchRun {
         /// much each way.
         public var postgresDelay: TimeAmount?
         public var postgresProxyPort = 15433
+        /// Ports of `homeward-openssl` and `homeward-nio-ssl`: one relay each, on the TLS library the name says
+        /// (`--tls-backend`), so that one run compares the two.
+        public var tlsBackendPorts = ["openssl": 18451, "nio-ssl": 18452]
         public init() {}
     }
 
@@ -65,7 +68,7 @@ public final class BenchRun {
     }
 
     public func start() async throws {
-        let peers = Array(Set(options.brokers.filter { $0 != "homeward" }
+        let peers = Array(Set(options.brokers.filter { $0 != "homeward" && Self.tlsBackend(of: $0) == nil }
             .map { $0 == "homeward-cluster" || $0 == "homeward-pg" ? "cluster" : $0 })).sorted()
         if !peers.isEmpty {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-bench-peers-\(getpid())").path
@@ -86,6 +89,14 @@ public final class BenchRun {
             "postgres://postgres@127.0.0.1:\(postgresPort)/\(database)?sslmode=disable"
         }
         for name in options.brokers {
+            if let backend = Self.tlsBackend(of: name), let port = options.tlsBackendPorts[backend] {
+                let driver = try HomewardDriver(name: name, env: env, binary: options.relayBinary ?? Self.defaultRelayBinary(),
+                                                nodes: [(port: port, arguments: ["--tls-backend", backend] + options.relayArguments)])
+                homewards.append(driver)
+                try await driver.waitUntilReady()
+                drivers.append(driver)
+                continue
+            }
             switch name {
             case "homeward-pg":
                 let helpers = [("PostgreSQL", readPID("pg/data/postmaster"))].compactMap { name, pid in pid.map { (name: name, pid: $0) } }
@@ -121,10 +132,19 @@ public final class BenchRun {
                 try await waitForPort(env, port: options.mosquittoPort, timeout: 30)
                 drivers.append(MQTTDriver(env: env, port: options.mosquittoPort, pid: readPID("mosquitto")))
             default:
-                throw BenchError.failed("unknown broker \(name); use homeward, homeward-pg, homeward-cluster, nats, mosquitto or all")
+                throw BenchError.failed("unknown broker \(name); use homeward, homeward-openssl, homeward-nio-ssl, homeward-pg, homeward-cluster, nats, mosquitto or all")
             }
         }
         log("brokers up: \(drivers.map { "\($0.name) (pid \($0.pid.map(String.init) ?? "?"))" }.joined(separator: ", "))")
+    }
+
+    /// The relay's TLS library of a `homeward-openssl` or `homeward-nio-ssl` broker, nil for other names.
+    static func tlsBackend(of broker: String) -> String? {
+        switch broker {
+        case "homeward-openssl": return "openssl"
+        case "homeward-nio-ssl": return "nio-ssl"
+        default: return nil
+        }
     }
 
     private func readPID(_ name: String) -> Int32? {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A table per scenario: one row per figure, one column per broker, then the ratios
-/// homeward/nats and homeward/mosquitto from the same run.
+/// homeward/nats and homeward/mosquitto (or homeward-openssl/homeward-nio-ssl) from the same run.
 public struct ReportTable: Sendable {
     public struct Row: Sendable {
         var metric: String
@@ -28,18 +28,24 @@ public struct ReportTable: Sendable {
         return String(format: "%.\(decimals)f", value)
     }
 
+    /// The broker the ratio columns divide: `homeward`, or with the two TLS libraries side by side and no
+    /// `homeward`, `homeward-openssl`.
+    var reference: String? {
+        ["homeward", "homeward-openssl"].first { brokers.contains($0) }
+    }
+
     public var markdown: String {
-        let peers = brokers.filter { $0 != "homeward" }
+        let peers = brokers.filter { $0 != reference }
         var header = ["metric"] + brokers
-        if brokers.contains("homeward") { header += peers.map { "homeward/\($0)" } }
+        if let reference { header += peers.map { "\(reference)/\($0)" } }
         var lines = ["### \(title)", "", "| " + header.joined(separator: " | ") + " |",
                      "|" + header.map { $0 == "metric" ? "---" : "---:" }.joined(separator: "|") + "|"]
         for row in rows {
             var cells = ["\(row.metric) (\(row.better) is better)"]
             cells += brokers.map { Self.format(row.values[$0], decimals: row.decimals) }
-            if brokers.contains("homeward") {
+            if let reference {
                 for peer in peers {
-                    if let mine = row.values["homeward"], let theirs = row.values[peer], theirs != 0 {
+                    if let mine = row.values[reference], let theirs = row.values[peer], theirs != 0 {
                         cells.append(String(format: "%.2f", mine / theirs))
                     } else {
                         cells.append("–")

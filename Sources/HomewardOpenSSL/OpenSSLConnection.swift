@@ -5,17 +5,16 @@ import NIOCore
 /// ciphertext into `inbound`; OpenSSL leaves what it sends in `outbound`, which NIO takes out.
 /// Every method reports what OpenSSL did; what to do next is `TLSConnectionStateMachine`'s call.
 ///
-/// Idle memory: `SSL_MODE_RELEASE_BUFFERS` (set on the context) frees OpenSSL's record buffers
-/// between records, but a memory BIO keeps the largest buffer it ever held. So once both BIOs are
-/// empty after holding more than `bioRecycleThreshold` bytes (the handshake's flight with the
-/// certificate chain, a large message), they are replaced with fresh, empty ones.
+/// Idle memory: an idle connection holds no buffer. `SSL_MODE_RELEASE_BUFFERS` (set on the context)
+/// frees OpenSSL's record buffers after most records, but not all: `SSL_read` allocates the 16 KiB read
+/// buffer before it finds no ciphertext waiting, and an alert (`close_notify`) keeps the write buffer. So
+/// `read` calls `SSL_read` only while ciphertext or decrypted bytes wait, and once the session is open and
+/// nothing is in flight, `SSL_free_buffers` frees both. A memory BIO keeps the largest buffer it ever held,
+/// so each BIO's buffer is freed whenever it is empty.
 final class OpenSSLConnection {
     private let ssl: OpaquePointer
-    private var inbound: OpaquePointer
-    private var outbound: OpaquePointer
-    /// The most bytes either BIO has held since it was made.
-    private var bioHighWater = 0
-    static let bioRecycleThreshold = 1024
+    private let inbound: OpaquePointer
+    private let outbound: OpaquePointer
 
     enum HandshakeResult: Equatable {
         case completed
@@ -53,7 +52,6 @@ final class OpenSSLConnection {
             // A memory BIO takes everything it is given (it grows), so one call suffices.
             _ = BIO_write(inbound, raw.baseAddress, Int32(raw.count))
         }
-        bioHighWater = max(bioHighWater, homeward_bio_pending(inbound))
     }
 
     func handshake() -> HandshakeResult {
@@ -72,8 +70,9 @@ final class OpenSSLConnection {
     /// Decrypts every complete record into `plaintext`, which grows as needed; starts at the size of the
     /// ciphertext waiting (plaintext is never longer), so an idle connection's reads stay small.
     func read(into plaintext: inout ByteBuffer) -> ReadResult {
-        while true {
-            let room = max(homeward_bio_pending(inbound), 512)
+        defer { releaseBuffersIfIdle() }
+        while homeward_bio_pending(inbound) > 0 || SSL_pending(ssl) > 0 {
+            let room = max(homeward_bio_pending(inbound), Int(SSL_pending(ssl)), 512)
             var status: Int32 = 0
             OpenSSLErrorQueue.clear()
             plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: room) { buffer in
@@ -92,6 +91,7 @@ final class OpenSSLConnection {
                 return .failed(.protocolViolation(reason: OpenSSLErrorQueue.take(or: "the peer's record could not be read")))
             }
         }
+        return .wantsMoreBytes
     }
 
     /// Encrypts `bytes` into records. A memory BIO never refuses output, so OpenSSL takes all of it.
@@ -121,15 +121,14 @@ final class OpenSSLConnection {
     func takeOutbound(allocator: ByteBufferAllocator) -> ByteBuffer? {
         let pending = homeward_bio_pending(outbound)
         guard pending > 0 else {
-            recycleBIOsIfIdle()
+            releaseBuffersIfIdle()
             return nil
         }
-        bioHighWater = max(bioHighWater, pending)
         var bytes = allocator.buffer(capacity: pending)
         bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { buffer in
             Int(max(BIO_read(outbound, buffer.baseAddress, Int32(clamping: pending)), 0))
         }
-        recycleBIOsIfIdle()
+        releaseBuffersIfIdle()
         return bytes
     }
 
@@ -151,19 +150,20 @@ final class OpenSSLConnection {
     /// Whether the client resumed a session from a ticket.
     var resumedSession: Bool { SSL_session_reused(ssl) == 1 }
 
-    private func recycleBIOsIfIdle() {
-        guard bioHighWater > Self.bioRecycleThreshold, homeward_bio_pending(inbound) == 0,
-              homeward_bio_pending(outbound) == 0,
-              let freshInbound = homeward_bio_new_mem()
-        else { return }
-        guard let freshOutbound = homeward_bio_new_mem() else {
-            BIO_free(freshInbound)
-            return
-        }
-        // SSL_set_bio frees the BIOs it replaces.
-        SSL_set_bio(ssl, freshInbound, freshOutbound)
-        inbound = freshInbound
-        outbound = freshOutbound
-        bioHighWater = 0
+    /// Bytes the two memory BIOs have allocated (held or not): 0 while the connection is idle.
+    var bioCapacity: Int { homeward_bio_capacity(inbound) + homeward_bio_capacity(outbound) }
+
+    /// Frees OpenSSL's record buffers now, if it holds any and nothing is in flight (tests measure with it
+    /// what an idle session kept).
+    func freeRecordBuffers() { _ = SSL_free_buffers(ssl) }
+
+    /// Frees OpenSSL's record buffers and the BIOs' buffers when nothing is in flight. During the
+    /// handshake only the BIOs' (OpenSSL keeps its handshake state in its own buffers until it completes).
+    private func releaseBuffersIfIdle() {
+        guard homeward_bio_pending(inbound) == 0, homeward_bio_pending(outbound) == 0 else { return }
+        homeward_bio_release_buffer(inbound)
+        homeward_bio_release_buffer(outbound)
+        // Refuses (returns 0) while a record is partly read or a write is pending: nothing is freed then.
+        if SSL_is_init_finished(ssl) == 1 { _ = SSL_free_buffers(ssl) }
     }
 }

@@ -33,6 +33,8 @@ public final class OpenSSLServerHandler: ChannelDuplexHandler, RemovableChannelH
     public private(set) var resumedSession = false
     /// Where the connection is (for tests and diagnostics).
     public var state: TLSConnectionStateMachine.State { machine.state }
+    /// The OpenSSL session (for tests of what it holds).
+    var session: OpenSSLConnection? { connection }
 
     /// - Parameter closeTimeout: how long a close waits for the peer's `close_notify` before closing anyway.
     public init(context: OpenSSLServerContext, closeTimeout: TimeAmount = .seconds(5)) {

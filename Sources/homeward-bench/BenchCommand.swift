@@ -16,7 +16,7 @@ struct BenchCommand: AsyncParsableCommand {
 }
 
 struct CommonOptions: ParsableArguments {
-    @Option(help: "homeward, homeward-pg (one relay on PostgreSQL), homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto; for writes: the three homeward ones), or a comma-separated list.")
+    @Option(help: "homeward, homeward-openssl and homeward-nio-ssl (one relay on that TLS library, --tls-backend), homeward-pg (one relay on PostgreSQL), homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto; for writes: the three homeward ones), or a comma-separated list.")
     var broker = "all"
 
     @Flag(help: "Print the report as JSON instead of Markdown tables.")
