@@ -32,6 +32,8 @@ enum ArchitectureMap {
     static let notOurs: Set<String> = [
         "DispatchQueue", "DispatchSourceTimer", "SerialExecutor", "Mutex", "Task",
         "NIOLoopBoundBox", "EmbeddedChannel", "SUB", "Origin",
+        // swift-service-lifecycle's, and Hummingbird's (the model the lifecycle follows)
+        "Service", "ServiceGroup", "Application",
     ]
 
     static var repositoryRoot: URL {
