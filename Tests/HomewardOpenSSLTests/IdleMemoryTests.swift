@@ -15,24 +15,14 @@ final class IdleMemoryTests: XCTestCase {
         try pair.exchange()
         try written.wait()
         let session = try XCTUnwrap(pair.serverHandler.session)
-
-        // The EmbeddedChannels run on this thread, so their allocations are in the arena measured.
-        let before = homeward_heap_bytes_in_use()
-        session.freeRecordBuffers()
-        let freed = Int(before) - Int(homeward_heap_bytes_in_use())
-        XCTAssertLessThan(freed, 1024, "an idle session still held \(freed) bytes of record buffers")
-        XCTAssertEqual(session.bioCapacity, 0)
+        assertHoldsNoRecordBuffers(session)
     }
 
     func testAnIdleSessionAfterTheHandshakeHoldsNoRecordBuffers() throws {
         let pair = try TLSPair()
         try pair.handshake()
         let session = try XCTUnwrap(pair.serverHandler.session)
-        let before = homeward_heap_bytes_in_use()
-        session.freeRecordBuffers()
-        let freed = Int(before) - Int(homeward_heap_bytes_in_use())
-        XCTAssertLessThan(freed, 1024, "an idle session still held \(freed) bytes of record buffers")
-        XCTAssertEqual(session.bioCapacity, 0)
+        assertHoldsNoRecordBuffers(session)
     }
 
     func testASessionClosedByThePeerHoldsNoWriteBuffer() throws {
@@ -46,5 +36,17 @@ final class IdleMemoryTests: XCTestCase {
         session.freeRecordBuffers()
         let freed = Int(before) - Int(homeward_heap_bytes_in_use())
         XCTAssertLessThan(freed, 1024, "the closed session still held \(freed) bytes of record buffers")
+    }
+
+    /// Frees what an idle session may release and checks nothing was left to free: under 1 KiB of record
+    /// buffers, and empty BIO buffers. The EmbeddedChannels run on this thread, so their allocations are in
+    /// the arena measured.
+    private func assertHoldsNoRecordBuffers(_ session: OpenSSLConnection, file: StaticString = #filePath,
+                                            line: UInt = #line) {
+        let before = homeward_heap_bytes_in_use()
+        session.freeRecordBuffers()
+        let freed = Int(before) - Int(homeward_heap_bytes_in_use())
+        XCTAssertLessThan(freed, 1024, "an idle session still held \(freed) bytes of record buffers", file: file, line: line)
+        XCTAssertEqual(session.bioCapacity, 0, file: file, line: line)
     }
 }
