@@ -206,6 +206,8 @@ let package = Package(
                 "HomewardWebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -218,23 +220,117 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(
-            name: "HomewardTests",
+        // Tests: one target per module, named `<Module>Tests`, each depending only on what its tests use.
+        // What several of them share lives in small support modules under Tests/ (regular targets,
+        // since a test target cannot be depended on); no product names them, so only tests use them.
+
+        // Waiting and child processes for tests: `withTimeout`, `TestFailure`, a process's output read line
+        // by line, nats-server on a loopback port, a log that keeps its lines. Nothing of Homeward.
+        .target(
+            name: "HomewardTestSupport",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/HomewardTestSupport"
+        ),
+        // Doubles around the core's `Relay`: a relay over a real SQLite file with a clock the test moves
+        // (`SafetyHarness`), a connection that records (`RecordingSink`), a store that fails on demand
+        // (`InstrumentedStore`), the cheap `PasswordHasher.forTests`, JSON helpers.
+        .target(
+            name: "HomewardCoreTestSupport",
             dependencies: [
-                "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardServer", "HomewardPostgres", "HomewardNATS", "HomewardCluster",
-                "HomewardWebPush",
+                "HomewardCore", "HomewardProtocol", "HomewardStorage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            path: "Tests/HomewardCoreTestSupport"
+        ),
+        // A real PostgreSQL server on loopback for the tests that need one (`PostgresServer`), and the suite
+        // trait that starts one per suite (`.postgresServer`).
+        .target(
+            name: "HomewardPostgresTestSupport",
+            dependencies: ["HomewardPostgres", "HomewardTestSupport"],
+            path: "Tests/HomewardPostgresTestSupport"
+        ),
+        .testTarget(
+            name: "HomewardProtocolTests",
+            dependencies: ["HomewardProtocol", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "HomewardNATSTests",
+            dependencies: [
+                "HomewardNATS", "HomewardTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The rules (`RelayState`) and the `Relay` actor, on a real SQLite file where a test needs a store.
+        .testTarget(
+            name: "HomewardCoreTests",
+            dependencies: ["HomewardCore", "HomewardProtocol", "HomewardStorage", "HomewardCoreTestSupport"]
+        ),
+        // Relays that share a store and a bus: the bus's codec, the bus on a real nats-server, and the core's
+        // `Relay` against a recorded bus (`RecordingBus`, `CountingStore`). The last import only
+        // HomewardCore, but `RelayDeltaTests` compares caches with `CacheDeltaTests`' `CacheSnapshot`, which
+        // reads the cache's internals (`@testable`), so they stay in one target with the bus they stand for.
+        .testTarget(
+            name: "HomewardClusterTests",
+            dependencies: [
+                "HomewardCluster", "HomewardCore", "HomewardProtocol", "HomewardNATS", "HomewardStorage",
+                "HomewardTestSupport", "HomewardCoreTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The SQLite store, and how the relay writes to a store: group commit, failed writes, and the alarm
+        // spool file that keeps alarms while the store fails (its records are written with the bus's codec).
+        .testTarget(
+            name: "HomewardStorageTests",
+            dependencies: [
+                "HomewardStorage", "HomewardCore", "HomewardProtocol", "HomewardCluster", "HomewardCoreTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The PostgreSQL store on a real server, and the `RelayStore` contract (`StoreContractTests`), which
+        // runs each case on both stores, SQLite and PostgreSQL: it shares its subjects with the PostgreSQL
+        // tests, and this is the one target that needs both stores.
+        .testTarget(
+            name: "HomewardPostgresTests",
+            dependencies: [
+                "HomewardPostgres", "HomewardStorage", "HomewardCore", "HomewardProtocol",
+                "HomewardTestSupport", "HomewardPostgresTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The edge's parts (HTTP, WebSocket, PROXY header, push delivery, TLS certificates), and whole relays
+        // driven through it: in this process (`TestRelay`, `EndToEnd`, `Accounts`), as a child process
+        // (`Process`), and several on a real PostgreSQL and nats-server (`Cluster`). Those drive every module
+        // at once, through HomewardServer, which is what they test.
+        .testTarget(
+            name: "HomewardServerTests",
+            dependencies: [
+                "HomewardServer", "HomewardProtocol", "HomewardCore", "HomewardStorage", "HomewardPostgres",
+                "HomewardNATS", "HomewardWebPush",
+                "HomewardTestSupport", "HomewardCoreTestSupport", "HomewardPostgresTestSupport",
                 // `DelayProxy`: a slow link between a relay and nats-server in the cluster tests.
                 "HomewardBench",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // The repository against itself, no module: every file, type and member docs/architecture.md names
+        // exists.
+        .testTarget(name: "HomewardRepositoryTests"),
     ]
 )

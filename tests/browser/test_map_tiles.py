@@ -5,7 +5,7 @@ file around the test walk (a street, a footpath, a park, a lake and a house, wri
 converted to PBF by Debian's osmium-tool and to vector tiles by Debian's tilemaker with the profile in
 deploy/tilemaker/. The page must draw those streets from the relay alone (every request stays on the
 relay's origin) and decode the real tiles correctly. The startup refusals (a missing, corrupt or raster
-file) are Swift tests: Tests/HomewardTests/Process/MapTilesFlagTests.swift.
+file) are Swift tests: Tests/HomewardServerTests/Process/MapTilesFlagTests.swift.
 """
 
 from __future__ import annotations

@@ -1,0 +1,222 @@
+import Foundation
+@testable import HomewardCore
+import HomewardCoreTestSupport
+import HomewardProtocol
+import HomewardStorage
+import Synchronization
+import XCTest
+
+/// Two relays on one store: what one commits, the other applies to its cache from the notice (no reload),
+/// and reloads only when it cannot place a notice.
+final class RelayDeltaTests: XCTestCase {
+    private struct Pair {
+        let harness: SafetyHarness
+        let aBus: RecordingBus
+        let store: CountingStore
+        let other: Relay
+
+        /// Hands the other relay what relay A published since the last call, and waits until it is handled.
+        func forwardNotices() async {
+            let notices = aBus.notices
+            aBus.clear()
+            for notice in notices { other.remoteChanges(notice) }
+            await other.drain()
+        }
+
+        /// Signs `user` in on the other relay.
+        func connectToOther(_ user: String) async throws -> (RecordingSink, Authentication) {
+            let sink = RecordingSink(user)
+            let result = await withCheckedContinuation { continuation in
+                other.serve(.hello(token: harness.tokens[user]!), auth: nil, peer: "test", sink: sink) { continuation.resume(returning: $0) }
+            }
+            await other.drain()
+            guard case .authenticated(let auth) = try result.get().auth else { throw RelayError.unauthenticated("no auth") }
+            return (sink, auth)
+        }
+
+        /// The other relay's cache, and the one a reload from the store would give it now.
+        func caches() async throws -> (applied: CacheSnapshot, reloaded: CacheSnapshot) {
+            let cache = await other.state
+            return (CacheSnapshot(cache), CacheSnapshot(cache.reloaded(from: try await store.load(), afterRemoteChange: true)))
+        }
+    }
+
+    private func pair() async throws -> Pair {
+        let aBus = RecordingBus()
+        let counting = Mutex<CountingStore?>(nil)
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+                                              wrapStore: { store in
+                                                  let wrapped = CountingStore(store)
+                                                  counting.withLock { $0 = wrapped }
+                                                  return wrapped
+                                              }, bus: aBus)
+        let store = try XCTUnwrap(counting.withLock { $0 })
+        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false, clock: harness.clock.function)
+        await other.drain()
+        return Pair(harness: harness, aBus: aBus, store: store, other: other)
+    }
+
+    func testTheOtherRelayAppliesNoticesWithoutReloadingAndDeliversTheirEvents() async throws {
+        let pair = try await pair()
+        let (bob, bobAuth) = try await pair.connectToOther("bob")
+        let (carol, _) = try await pair.connectToOther("carol")
+        let (alice, aliceAuth) = try await pair.harness.connect("alice")
+        let loads = pair.store.loads
+
+        let started = try await pair.harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        _ = try await pair.harness.ok(.alarmContacts(usernames: ["bob", "carol"]), as: aliceAuth, sink: alice)
+        _ = try await pair.harness.ok(.shareAlways(with: ["carol"]), as: aliceAuth, sink: alice)
+        await pair.forwardNotices()
+
+        XCTAssertEqual(pair.store.loads, loads, "no reload: the notices' commits followed the cache's count")
+        XCTAssertEqual(bob.events("session.invite").count, 1, "the event reached bob on the other relay: \(bob.messages)")
+        let state = await pair.other.state
+        XCTAssertEqual(state.sessions[id]?.invitees, ["bob"])
+        XCTAssertEqual(state.audience(of: "alice"), ["carol"], "bob was only invited; carol gets alice at all times")
+        XCTAssertTrue(pair.other.presence.remoteAudience(of: "alice").contains { $0 === carol },
+                      "the presence table follows the applied commits: alice's positions reach carol here")
+        let count = await pair.harness.relay.state.loadedChangeCount
+        XCTAssertEqual(state.loadedChangeCount, count)
+        let caches = try await pair.caches()
+        XCTAssertEqual(caches.applied, caches.reloaded)
+
+        // A request on the other relay finds the store's count where its cache is: it reads nothing more.
+        let before = pair.store.loads
+        let result = await withCheckedContinuation { continuation in
+            pair.other.serve(.sessionList, auth: bobAuth, peer: "test", sink: bob) { continuation.resume(returning: $0) }
+        }
+        XCTAssertNotNil(try? result.get())
+        XCTAssertEqual(pair.store.loads, before)
+    }
+
+    /// The rules' own commits, one request at a time on relay A: after each, the other relay's cache (its
+    /// commits applied, never reloaded) is the one a reload would give.
+    func testEveryRequestsCommitsLeaveTheOtherCacheAsAReloadWould() async throws {
+        let pair = try await pair()
+        let (alice, aliceAuth) = try await pair.harness.connect("alice")
+        let (bob, bobAuth) = try await pair.harness.connect("bob")
+        let (carol, carolAuth) = try await pair.harness.connect("carol")
+        await pair.forwardNotices()
+        let loads = pair.store.loads
+        let now = pair.harness.clock.now
+        var step = 0
+        func run(_ request: Request, as auth: Authentication, _ sink: RecordingSink) async throws -> RelayReply {
+            let reply = try await pair.harness.ok(request, as: auth, sink: sink)
+            await pair.forwardNotices()
+            let caches = try await pair.caches()
+            XCTAssertEqual(caches.applied, caches.reloaded, "after \(request)")
+            step += 1
+            return reply
+        }
+        let loadsBefore = { pair.store.loads - step }
+        _ = try await run(.friendRequest(username: "carol"), as: bobAuth, bob)
+        _ = try await run(.userBlock(username: "bob"), as: carolAuth, carol)
+        _ = try await run(.userUnblock(username: "bob"), as: carolAuth, carol)
+        _ = try await run(.friendAccept(username: "bob"), as: carolAuth, carol)
+        let session = try await run(.sessionStart(SessionOptions(invite: ["bob", "carol"], checkInBy: now + 600_000)), as: aliceAuth, alice)
+        let id = try XCTUnwrap(session.field("session")?["sessionId"]?.stringValue)
+        _ = try await run(.sessionAccept(sessionId: id), as: bobAuth, bob)
+        _ = try await run(.sessionDecline(sessionId: id), as: carolAuth, carol)
+        let share = try await run(.shareCreate(sessionId: id, ttl: 600), as: aliceAuth, alice)
+        _ = try await run(.sessionCheckin(sessionId: id, checkInBy: now + 900_000), as: aliceAuth, alice)
+        _ = try await run(.alarmContacts(usernames: ["bob", "carol"]), as: aliceAuth, alice)
+        let alarm = try await run(.alarmRaise(Request.AlarmRaise(text: "help", lat: 57.7, lon: 11.9)), as: aliceAuth, alice)
+        let alarmId = try XCTUnwrap(alarm.field("alarmId")?.stringValue ?? alarm.field("alarm")?["alarmId"]?.stringValue)
+        _ = try await run(.alarmAck(alarmId: alarmId), as: bobAuth, bob)
+        _ = try await run(.alarmCancel(alarmId: alarmId, reason: "safe"), as: aliceAuth, alice)
+        _ = try await run(.shareAlways(with: ["bob", "carol"]), as: aliceAuth, alice)
+        _ = try await run(.locationPause(from: "bob", until: now + 60_000), as: aliceAuth, alice)
+        _ = try await run(.locationPause(from: nil, until: nil), as: aliceAuth, alice)
+        _ = try await run(.locationResume(from: nil), as: aliceAuth, alice)
+        let meeting = try await run(.meetPropose(MeetingProposal(to: ["bob", "carol"], lat: 57.7, lon: 11.9, name: "Café", time: now + 3_600_000)),
+                                    as: aliceAuth, alice)
+        let meetingId = try XCTUnwrap(meeting.field("meeting")?["meetingId"]?.stringValue ?? meeting.field("meetingId")?.stringValue)
+        _ = try await run(.meetAccept(meetingId: meetingId), as: bobAuth, bob)
+        _ = try await run(.meetCancel(meetingId: meetingId), as: aliceAuth, alice)
+        _ = try await run(.msgSend(to: "bob", text: "home soon"), as: aliceAuth, alice)
+        let shareId = try XCTUnwrap(share.field("share")?["shareId"]?.stringValue)
+        _ = try await run(.shareRevoke(shareId: shareId), as: aliceAuth, alice)
+        _ = try await run(.sessionEnd(sessionId: id), as: aliceAuth, alice)
+        _ = try await run(.friendRemove(username: "carol"), as: aliceAuth, alice)
+        _ = try await run(.logout, as: carolAuth, carol)
+        XCTAssertEqual(loadsBefore(), loads, "every commit was applied, none reloaded (the only loads are the comparisons')")
+    }
+
+    /// A token's use is stored without a notice (at most once a minute): the other relay's cache still
+    /// has its older use, and must look in the store before it calls the token expired.
+    func testATokenUsedOnAnotherRelayIsNotExpiredHere() async throws {
+        let pair = try await pair()
+        let day: Int64 = 24 * 3600 * 1000
+        pair.harness.clock.advance(by: 29 * day)
+        _ = try await pair.harness.connect("bob") // relay A stores the use
+        XCTAssertTrue(pair.aBus.notices.isEmpty, "a token's use tells no other relay")
+        pair.harness.clock.advance(by: 2 * day)
+        let loads = pair.store.loads
+        let (bob, _) = try await pair.connectToOther("bob")
+        XCTAssertEqual(pair.store.loads, loads + 1, "its cache held the token as expired: it reloaded first")
+        XCTAssertTrue(bob.closes.isEmpty)
+
+        // An expired token retried reloads at most once a minute.
+        pair.harness.clock.advance(by: 31 * day)
+        for _ in 0..<3 {
+            let sink = RecordingSink("bob")
+            let result = await withCheckedContinuation { continuation in
+                pair.other.serve(.hello(token: pair.harness.tokens["bob"]!), auth: nil, peer: "test", sink: sink) { continuation.resume(returning: $0) }
+            }
+            XCTAssertThrowsError(try result.get())
+        }
+        XCTAssertEqual(pair.store.loads, loads + 2)
+    }
+
+    func testAGapThatDoesNotFillMakesTheOtherRelayReloadAndThenDeliver() async throws {
+        let pair = try await pair()
+        let (bob, _) = try await pair.connectToOther("bob")
+        let (alice, aliceAuth) = try await pair.harness.connect("alice")
+        pair.store.skipACount()
+        _ = try await pair.harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
+        let loads = pair.store.loads
+        await pair.forwardNotices()
+        XCTAssertEqual(pair.store.loads, loads, "held while the commit before it may still come")
+        XCTAssertEqual(bob.events("session.invite").count, 0, "its event waits with it")
+
+        // No notice fills the gap: after the hold limit the relay reloads, then delivers.
+        let deadline = Date().addingTimeInterval(5)
+        while bob.events("session.invite").isEmpty, Date() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            await pair.other.drain()
+        }
+        XCTAssertEqual(bob.events("session.invite").count, 1)
+        XCTAssertEqual(pair.store.loads, loads + 1)
+        let caches = try await pair.caches()
+        XCTAssertEqual(caches.applied, caches.reloaded)
+    }
+
+    func testANoticeThatCannotBeReadMakesTheOtherRelayReload() async throws {
+        let pair = try await pair()
+        let (alice, aliceAuth) = try await pair.harness.connect("alice")
+        _ = try await pair.harness.ok(.alarmContacts(usernames: ["bob"]), as: aliceAuth, sink: alice)
+        pair.aBus.clear() // lost: only an unreadable notice arrives
+        let loads = pair.store.loads
+        pair.other.remoteChanges(.unreadable)
+        await pair.other.drain()
+        XCTAssertEqual(pair.store.loads, loads + 1)
+        let contacts = await pair.other.state.contacts["alice"]
+        XCTAssertEqual(contacts, ["bob"])
+    }
+
+    func testANoticeFromARelayOfAnotherVersionMakesTheOtherRelayReload() async throws {
+        let pair = try await pair()
+        let (alice, aliceAuth) = try await pair.harness.connect("alice")
+        _ = try await pair.harness.ok(.alarmContacts(usernames: ["carol"]), as: aliceAuth, sink: alice)
+        var notices = pair.aBus.notices
+        pair.aBus.clear()
+        for index in notices.indices { notices[index].commits = nil }
+        let loads = pair.store.loads
+        for notice in notices { pair.other.remoteChanges(notice) }
+        await pair.other.drain()
+        XCTAssertEqual(pair.store.loads, loads + 1)
+        let contacts = await pair.other.state.contacts["alice"]
+        XCTAssertEqual(contacts, ["carol"])
+    }
+}

@@ -1,0 +1,114 @@
+import HomewardCore
+import HomewardCoreTestSupport
+import HomewardProtocol
+import Synchronization
+import XCTest
+
+/// A relay whose write is refused because another relay wrote since its cache was loaded
+/// (`StoreCacheBehind`): it decides the request again on the reloaded state, and nothing of the refused
+/// attempt is sent or kept. Driven directly (manual clock, SQLite behind a `CountingStore` that checks writes, recording bus).
+final class RelayWriteConflictTests: XCTestCase {
+    /// Alice's session, inviting bob and carol, on a relay whose store checks writes; bob is connected to it.
+    private struct Setup {
+        let harness: SafetyHarness
+        let store: CountingStore
+        let bus: RecordingBus
+        let alice: RecordingSink
+        let bob: RecordingSink
+        let bobAuth: Authentication
+        let sessionId: String
+
+        /// Bob's accept, as the relay answers it.
+        func bobAccepts() async -> Result<RelayReply, RelayError> {
+            await harness.serve(.sessionAccept(sessionId: sessionId), as: bobAuth, sink: bob)
+        }
+
+        /// The session's observers as stored.
+        func storedObservers() async throws -> [String]? {
+            try await store.load().sessions.first { $0.id == sessionId }?.observers
+        }
+    }
+
+    private func aliceInvitesBobAndCarol() async throws -> Setup {
+        let bus = RecordingBus()
+        let counting = Mutex<CountingStore?>(nil)
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+                                              wrapStore: { store in
+                                                  let wrapped = CountingStore(store, checksWrites: true)
+                                                  counting.withLock { $0 = wrapped }
+                                                  return wrapped
+                                              }, bus: bus)
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        let (bob, bobAuth) = try await harness.connect("bob")
+        let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob", "carol"])), as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        alice.clear()
+        bus.clear()
+        return Setup(harness: harness, store: try XCTUnwrap(counting.withLock { $0 }), bus: bus, alice: alice, bob: bob,
+                     bobAuth: bobAuth, sessionId: id)
+    }
+
+    /// Carol's accept on another relay lands between bob's relay reading the count and writing bob's accept.
+    private static func carolAccepts(_ id: String) -> CountingStore.Write {
+        { stored in
+            guard var session = stored.sessions.first(where: { $0.id == id }) else { return [] }
+            session.set(.accepted, for: "carol")
+            return [.saveSession(session)]
+        }
+    }
+
+    func testARefusedAcceptIsDecidedAgainOnTheReloadedSessionAndKeepsTheOtherRelaysAccept() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        setup.store.interleave([Self.carolAccepts(setup.sessionId)])
+        let accepted = try await setup.bobAccepts().get()
+        XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
+        XCTAssertEqual(accepted.field("session")?["observers"], .strings(["bob", "carol"]), "decided on the reloaded session")
+
+        let stored = try await setup.storedObservers()
+        XCTAssertEqual(stored, ["bob", "carol"], "carol's accept is not undone")
+        XCTAssertEqual(setup.alice.events("session.accepted").map { $0["by"] }, ["bob"], "the refused attempt sent nothing")
+        XCTAssertEqual(setup.bus.notices.flatMap(\.events).filter { $0.message["type"] == "session.accepted" }.count, 1)
+        XCTAssertEqual(setup.bob.messages.filter { $0["type"] == "session.accepted" }, [])
+    }
+
+    func testARefusedWriteCatchesUpFromTheOtherRelaysNoticeWithoutReloading() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        // Carol's accept on another relay, whose notice (with its commit) reaches this relay as the write is refused.
+        let relay = setup.harness.relay
+        let id = setup.sessionId
+        setup.store.interleave([{ stored in
+            let changes = Self.carolAccepts(id)(stored)
+            relay.remoteChanges(ChangeNotice(node: "other", commits: [ChangeNotice.Commit(count: (stored.changeCount ?? 0) + 1, changes: changes)]))
+            return changes
+        }])
+        let loads = setup.store.loads
+        let accepted = try await setup.bobAccepts().get()
+        XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
+        XCTAssertEqual(setup.store.loads, loads, "caught up from the notice: no reload")
+        XCTAssertEqual(accepted.field("session")?["observers"], .strings(["bob", "carol"]), "decided on the caught-up session")
+        let stored = try await setup.storedObservers()
+        XCTAssertEqual(stored, ["bob", "carol"], "carol's accept is not undone")
+    }
+
+    func testAWriteRefusedAtEveryAttemptAnswersStorageAndSendsNothing() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        // Another relay writes before each of the relay's attempts (carol accepts, then again: the same row).
+        setup.store.interleave(Array(repeating: Self.carolAccepts(setup.sessionId), count: Relay.writeAttempts))
+        let result = await setup.bobAccepts()
+        guard case .failure(.storage) = result else { return XCTFail("expected a storage error, got \(result)") }
+        // Given up after its attempts or its time, whichever ran out first (each attempt here waits for notices
+        // that never come).
+        XCTAssertGreaterThan(setup.store.refused, 1, "decided again after a refusal")
+        XCTAssertLessThanOrEqual(setup.store.refused, Relay.writeAttempts)
+        setup.store.stopInterleaving()
+        XCTAssertEqual(setup.alice.events("session.accepted"), [], "nothing of a refused attempt is sent")
+        XCTAssertEqual(setup.bus.notices, [], "nor told the other relays")
+        let stored = try await setup.storedObservers()
+        XCTAssertEqual(stored, ["carol"])
+
+        // The cache is the store's: the next accept goes through, once.
+        let accepted = try await setup.bobAccepts().get()
+        XCTAssertEqual(accepted.field("session")?["observers"], .strings(["bob", "carol"]))
+        XCTAssertEqual(setup.alice.events("session.accepted").map { $0["by"] }, ["bob"])
+    }
+}

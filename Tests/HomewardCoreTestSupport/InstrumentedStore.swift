@@ -1,0 +1,99 @@
+import HomewardCore
+import HomewardStorage
+import Synchronization
+
+/// A store between the relay and its database that counts the transactions the relay commits and
+/// can fail chosen writes, as a full disk or a lost database connection would.
+package final class InstrumentedStore: RelayStore {
+    package struct InjectedFailure: Error, CustomStringConvertible {
+        package var description: String { "injected storage failure" }
+    }
+
+    private let store: any RelayStore
+    private let counts = Mutex((commits: 0, failuresAhead: [Int](), batches: [[StoreChange]]()))
+    /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
+    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>](),
+                                   watchers: [CheckedContinuation<Void, Never>]()))
+
+    package init(_ store: any RelayStore) { self.store = store }
+
+    package var commits: Int { counts.withLock { $0.commits } }
+
+    /// The changes of each committed transaction, in order.
+    package var committedBatches: [[StoreChange]] { counts.withLock { $0.batches } }
+
+    /// Makes the `n`th write from now (1 is the next) fail without applying anything.
+    package func failWrite(_ n: Int) {
+        counts.withLock { $0.failuresAhead.append(n) }
+    }
+
+    /// While down, every read and write fails, as with a database that is not running.
+    private let down = Atomic<Bool>(false)
+
+    package func setDown(_ isDown: Bool) {
+        down.store(isDown, ordering: .sequentiallyConsistent)
+    }
+
+    private func checkUp() throws {
+        if down.load(ordering: .sequentiallyConsistent) { throw InjectedFailure() }
+    }
+
+    package func load() async throws -> StoredState {
+        try checkUp()
+        return try await store.load()
+    }
+
+    package func apply(_ changes: [StoreChange]) async throws {
+        await withCheckedContinuation { continuation in
+            let (pass, watchers) = writeGate.withLock { gate in
+                guard gate.held else { return (true, [CheckedContinuation<Void, Never>]()) }
+                gate.waiting.append(continuation)
+                defer { gate.watchers.removeAll() }
+                return (false, gate.watchers)
+            }
+            for watcher in watchers { watcher.resume() }
+            if pass { continuation.resume() }
+        }
+        let fail = counts.withLock { counts -> Bool in
+            counts.failuresAhead = counts.failuresAhead.map { $0 - 1 }
+            let due = counts.failuresAhead.contains(0)
+            counts.failuresAhead.removeAll { $0 <= 0 }
+            return due
+        }
+        if fail { throw InjectedFailure() }
+        try checkUp()
+        try await store.apply(changes)
+        counts.withLock { counts in
+            counts.commits += 1
+            counts.batches.append(changes)
+        }
+    }
+
+    package func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
+
+    package func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+
+    package func holdWrites() {
+        writeGate.withLock { $0.held = true }
+    }
+
+    /// Returns once a write is waiting at the held gate (see `holdWrites`).
+    package func writeIsHeld() async {
+        await withCheckedContinuation { continuation in
+            let now = writeGate.withLock { gate in
+                if gate.waiting.isEmpty { gate.watchers.append(continuation) }
+                return !gate.waiting.isEmpty
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    package func releaseWrites() {
+        let waiting = writeGate.withLock { gate in
+            gate.held = false
+            defer { gate.waiting.removeAll() }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import HomewardTestSupport
+import Synchronization
+import XCTest
+
+/// The built `homeward-relay` executable as its own process on 127.0.0.1, so that tests can
+/// kill it with SIGKILL (no shutdown, no last write) and start it again on the same data directory.
+final class RelayProcess: Sendable {
+    let dataDirectory: String
+    let arguments: [String]
+    private let current = Mutex<(process: Process, port: Int)?>(nil)
+    /// What the process last launched wrote (stdout and stderr: its log).
+    private let lastLog = Mutex<ProcessLog?>(nil)
+
+    /// The output of the process last launched; its lines are complete once it has exited.
+    var log: ProcessLog {
+        get throws {
+            guard let log = lastLog.withLock({ $0 }) else { throw TestFailure("the relay process never ran") }
+            return log
+        }
+    }
+
+    var caPath: String { dataDirectory + "/certs/dev-ca.pem" }
+
+    var port: Int {
+        get throws {
+            guard let port = current.withLock({ $0?.port }) else { throw TestFailure("the relay process is not running") }
+            return port
+        }
+    }
+
+    /// Starts the relay on a free loopback port with a new data directory; `arguments` are extra flags.
+    static func start(_ arguments: [String] = []) async throws -> RelayProcess {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-kill-\(UUID().uuidString)").path
+        let relay = RelayProcess(dataDirectory: directory, arguments: arguments)
+        try await relay.launch()
+        return relay
+    }
+
+    private init(dataDirectory: String, arguments: [String]) {
+        self.dataDirectory = dataDirectory
+        self.arguments = arguments
+    }
+
+    /// Starts the process and waits until its log says where it listens.
+    func launch() async throws {
+        let process = Process()
+        process.executableURL = try Self.executable()
+        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
+                             "--pbkdf2-iterations", "210000", "--log-level", "info",
+                             "--registrations-per-address", "0",
+                             // Relays started at once must not compete for the metrics listener's default port.
+                             "--metrics-listen", "127.0.0.1:0"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        let log = ProcessLog()
+        lastLog.withLock { $0 = log }
+        let ports = firstMatchingLine(of: output.fileHandleForReading, log: log) { line -> Int? in
+            guard let range = line.range(of: "address=wss://127.0.0.1:") else { return nil }
+            return Int(line[range.upperBound...].prefix { $0.isNumber })
+        }
+        try process.run()
+        let port: Int
+        do {
+            port = try await withTimeout(60, "homeward-relay to start listening") {
+                for await port in ports { return port }
+                throw TestFailure("homeward-relay exited before listening")
+            }
+        } catch {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw error
+        }
+        current.withLock { $0 = (process, port) }
+    }
+
+    /// The running process, forgotten: whoever takes it ends it.
+    private func take() -> Process? {
+        current.withLock { state in
+            defer { state = nil }
+            return state?.process
+        }
+    }
+
+    /// kill -9: the relay gets no chance to close connections or finish anything.
+    func kill() {
+        guard let process = take() else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Sends `signal` (SIGTERM, SIGINT) and returns the exit status once the process has ended.
+    func stop(with signal: Int32, within seconds: Double = 30) async throws -> Int32 {
+        guard let process = take() else { throw TestFailure("the relay process is not running") }
+        Foundation.kill(process.processIdentifier, signal)
+        do {
+            return try await withTimeout(seconds, "homeward-relay to exit after signal \(signal)") {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().async {
+                        process.waitUntilExit()
+                        continuation.resume(returning: process.terminationStatus)
+                    }
+                }
+            }
+        } catch {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw error
+        }
+    }
+
+    /// SIGKILL, then start again on the same data directory.
+    func killAndRestart() async throws {
+        kill()
+        try await launch()
+    }
+
+    /// SIGKILL, stay dead until the wall clock has passed `time` (Unix ms) — for deadlines that must
+    /// fall while no relay runs, which only real time can arrange — then start again.
+    func killAndRestart(after time: Int64) async throws {
+        kill()
+        let wait = time - Int64(Date().timeIntervalSince1970 * 1000) + 200
+        if wait > 0 { try await Task.sleep(for: .milliseconds(wait)) }
+        try await launch()
+    }
+
+    /// Ends the process and removes the data directory.
+    func stop() {
+        kill()
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+
+    func connect(label: String) async throws -> TestClient {
+        try await TestClient.connect(port: port, caPath: caPath, label: label)
+    }
+
+    /// Registers a new user (a unique name from `base`) on a connection of its own.
+    func register(_ base: String) async throws -> (username: String, token: String, client: TestClient) {
+        let username = TestRelay.uniqueUsername(base)
+        let client = try await connect(label: username)
+        let reply = try await client.ok("register", ["username": .string(username), "password": "correct horse battery"])
+        return (username, try XCTUnwrap(reply["token"]?.stringValue), client)
+    }
+
+    /// The executable next to the test bundle (`swift build --build-tests` builds both).
+    static func executable() throws -> URL {
+        var candidates: [URL] = []
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("homeward-relay"))
+        }
+        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("homeward-relay"))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/homeward-relay"))
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.path) {
+            return candidate
+        }
+        throw TestFailure("no homeward-relay executable next to the tests; run `swift build --build-tests` first")
+    }
+}
+
+/// Runs `homeward-relay` with `arguments` (after a loopback host, port 0 and a data directory that does not
+/// exist) to its end, for flags that stop it before it listens or touches the data directory, and `--help`.
+/// `environment` is added to this process's environment.
+func runRelayToEnd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    try runToEnd(RelayProcess.executable(),
+                 ["--host", "127.0.0.1", "--port", "0", "--data-dir", "/nonexistent/homeward-flag-test"] + arguments,
+                 environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+}
