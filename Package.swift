@@ -330,7 +330,7 @@ let package = Package(
             ]
         ),
         // The repository against itself, no module: every file, type and member docs/architecture.md names
-        // exists.
+        // exists, and every folder under Tests/ is a target here.
         .testTarget(name: "HomewardRepositoryTests"),
     ]
 )
