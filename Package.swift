@@ -213,7 +213,7 @@ let package = Package(
         .testTarget(
             name: "HomewardClientTests",
             dependencies: [
-                "HomewardClient", "HomewardCLI", "HomewardProtocol", "HomewardServer", "HomewardCore",
+                "HomewardClient", "HomewardCLI", "HomewardProtocol", "HomewardServer", "HomewardCore", "HomewardTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

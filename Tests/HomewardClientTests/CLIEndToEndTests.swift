@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HomewardProtocol
+import HomewardTestSupport
 import XCTest
 
 /// The `homeward` executable against a real relay on a loopback port, one subprocess per
@@ -21,7 +22,7 @@ final class CLIEndToEndTests: XCTestCase {
         let accepted = try await cli.run(["--json", "friends", "accept", walker, "--profile", "follower"]).expectSuccess()
         XCTAssertEqual(accepted.json.first?["type"], "friend.added")
         let list = try await cli.run(["friends", "list", "--profile", "walker", "--json"]).expectSuccess()
-        guard case .array(let friends)? = list.json.first?["friends"] else { throw TimedOut(what: "a friends array in \(list.stdout)") }
+        guard case .array(let friends)? = list.json.first?["friends"] else { throw TestFailure("no friends array in \(list.stdout)") }
         XCTAssertEqual(friends.map { $0["username"]?.stringValue }, [follower])
         return (walker, follower)
     }
@@ -42,7 +43,7 @@ final class CLIEndToEndTests: XCTestCase {
         let shareId = try XCTUnwrap(share["shareId"]?.stringValue)
 
         let listed = try await cli.run(["share", "links", "--json", "--profile", "walker"]).expectSuccess()
-        guard case .array(let links)? = listed.json.first?["shares"] else { throw TimedOut(what: "a shares array in \(listed.stdout)") }
+        guard case .array(let links)? = listed.json.first?["shares"] else { throw TestFailure("no shares array in \(listed.stdout)") }
         XCTAssertEqual(links.map { $0["shareId"]?.stringValue }, [shareId])
         XCTAssertNil(links.first?["token"], "the token is not listed")
 
@@ -79,7 +80,7 @@ final class CLIEndToEndTests: XCTestCase {
         let alarmId = try XCTUnwrap(walk.json.first { $0["type"] == "alarm.raised" }?["alarmId"]?.stringValue)
 
         // Every position, in order, exactly as sent; and the alarm among them.
-        let received = try await within(60, "\(sent.count) positions and the alarm at the follower") {
+        let received = try await withTimeout(60, "\(sent.count) positions and the alarm at the follower") {
             var positions: [JSONValue] = []
             var alarm: JSONValue?
             for await line in follow.lines {
@@ -268,7 +269,7 @@ final class CLIEndToEndTests: XCTestCase {
             .expectSuccess()
         let id = try XCTUnwrap(subscribed.json.first?["subscriptionId"]?.stringValue)
         let listed = try await cli.run(["push", "list", "--json", "--profile", "pat"]).expectSuccess()
-        guard case .array(let subscriptions)? = listed.json.first?["subscriptions"] else { throw TimedOut(what: "subscriptions in \(listed.stdout)") }
+        guard case .array(let subscriptions)? = listed.json.first?["subscriptions"] else { throw TestFailure("no subscriptions in \(listed.stdout)") }
         XCTAssertEqual(subscriptions.map { $0["subscriptionId"]?.stringValue }, [id])
         XCTAssertEqual(subscriptions.first?["endpoint"]?.stringValue, endpoint)
 

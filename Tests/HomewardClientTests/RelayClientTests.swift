@@ -1,5 +1,6 @@
 import HomewardClient
 import HomewardProtocol
+import HomewardTestSupport
 import XCTest
 
 /// The client library against a real relay on a loopback port.
@@ -81,7 +82,7 @@ final class RelayClientTests: XCTestCase {
             XCTAssertEqual(delivery, .sent)
         }
         try await walker.ping()
-        let received = try await within(15, "\(count) positions") {
+        let received = try await withTimeout(15, "\(count) positions") {
             var steps: [Double] = []
             for await event in watcherEvents {
                 if case .event(.position(let from, let position)) = event.kind {

@@ -1,5 +1,6 @@
 import Foundation
 import HomewardProtocol
+import HomewardTestSupport
 import XCTest
 
 /// The built `homeward` executable, run as a subprocess the way a person or script runs it.
@@ -77,7 +78,7 @@ final class CLIProcess: @unchecked Sendable {
     func exitStatus(within seconds: Double = 60) async throws -> Int32 {
         let exited = self.exited
         let name = arguments.first ?? "homeward"
-        return try await within(seconds, "homeward \(name) to exit") {
+        return try await withTimeout(seconds, "homeward \(name) to exit") {
             for await status in exited { return status }
             return -1
         }
@@ -88,15 +89,15 @@ final class CLIProcess: @unchecked Sendable {
         let lines = self.lines
         let stderr = stderrBuffer
         do {
-            return try await within(seconds, what) {
+            return try await withTimeout(seconds, what) {
                 for await line in lines {
                     guard let value = try? JSONParser.parse(line), match(value) else { continue }
                     return value
                 }
-                throw TimedOut(what: "\(what) (output ended; stderr: \(stderr.text))")
+                throw TestFailure("the output ended before \(what); stderr: \(stderr.text)")
             }
-        } catch let error as TimedOut {
-            throw TimedOut(what: "\(error.what); stderr so far: \(stderr.text)")
+        } catch let error as TestFailure {
+            throw TestFailure("\(error.description); stderr so far: \(stderr.text)")
         }
     }
 
@@ -121,7 +122,7 @@ final class CLIProcess: @unchecked Sendable {
         for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.path) {
             return candidate
         }
-        throw TimedOut(what: "the homeward executable: build it first (swift build --product homeward); looked in \(candidates.map(\.path))")
+        throw TestFailure("no homeward executable: build it first (swift build --product homeward); looked in \(candidates.map(\.path))")
     }
 }
 
@@ -183,7 +184,7 @@ struct CLIHarness: Sendable {
     func run(_ arguments: [String], stdin: String? = nil, within seconds: Double = 60) async throws -> CLIResult {
         let process = try start(arguments, stdin: stdin)
         let lines = process.lines
-        let collected = try await within(seconds, "homeward \(arguments.joined(separator: " "))") {
+        let collected = try await withTimeout(seconds, "homeward \(arguments.joined(separator: " "))") {
             var all: [String] = []
             for await line in lines { all.append(line) }
             return all

@@ -2,6 +2,7 @@ import Foundation
 import HomewardClient
 import HomewardCore
 import HomewardServer
+import HomewardTestSupport
 import Logging
 import XCTest
 
@@ -88,34 +89,15 @@ func uniqueName(_ prefix: String) -> String {
     "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
 }
 
-struct TimedOut: Error, CustomStringConvertible {
-    let what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Runs `body`, failing if it takes longer than `seconds`: tests wait for events, never sleep.
-func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else { throw TimedOut(what: what) }
-        return value
-    }
-}
-
 extension AsyncStream where Element == RelayEvent {
     /// The next event that `match` turns into a value, skipping others.
     @discardableResult
     func first<T: Sendable>(_ what: String, within seconds: Double = 15, _ match: @escaping @Sendable (RelayEvent) -> T?) async throws -> T {
-        try await within(seconds, what) {
+        try await withTimeout(seconds, what) {
             for await event in self {
                 if let value = match(event) { return value }
             }
-            throw TimedOut(what: "\(what) (the stream ended)")
+            throw TestFailure("the stream ended before \(what)")
         }
     }
 }
