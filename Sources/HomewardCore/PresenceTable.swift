@@ -328,11 +328,6 @@ public final class PresenceTable: PresenceView, Sendable {
         return fanout
     }
 
-    /// Stores `position` as the sender's last and returns every connection that must receive it.
-    public func record(_ position: Position, from username: String, now: Int64) -> [any ClientSink] {
-        fanout(position, from: username, now: now).sinks
-    }
-
     // MARK: Readers
 
     public func sinks(of username: String) -> [any ClientSink] {

@@ -41,14 +41,14 @@ public actor Relay {
 
     nonisolated let mailbox = Mutex(Mailbox())
     var state: RelayState
-    private var usernameFailures: LoginThrottle
-    private var addressFailures: LoginThrottle
-    /// Accounts created per client address (counted like failed logins: a sliding window).
-    private var registrations: LoginThrottle
+    private var usernameFailures: SlidingWindowLimit
+    private var addressFailures: SlidingWindowLimit
+    /// Accounts created per client address.
+    private var registrations: SlidingWindowLimit
     /// Failed `watch` attempts per client address.
-    private var watchFailures: LoginThrottle
+    private var watchFailures: SlidingWindowLimit
     /// Failed `hello` attempts (unknown, revoked or expired tokens) per client address (`Relay+SignIn`).
-    var helloFailures: LoginThrottle
+    var helloFailures: SlidingWindowLimit
 
     /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
     /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
@@ -159,11 +159,11 @@ public actor Relay {
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
-        self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
-        self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
-        self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
-        self.watchFailures = LoginThrottle(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
-        self.helloFailures = LoginThrottle(limit: limits.helloFailuresPerAddress, window: limits.loginFailureWindow)
+        self.usernameFailures = SlidingWindowLimit(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
+        self.addressFailures = SlidingWindowLimit(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
+        self.registrations = SlidingWindowLimit(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
+        self.watchFailures = SlidingWindowLimit(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
+        self.helloFailures = SlidingWindowLimit(limit: limits.helloFailuresPerAddress, window: limits.loginFailureWindow)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners.union(state.pausedUsers))
         alarmsPending.record(state.alarms.count)
@@ -476,7 +476,7 @@ public actor Relay {
         await catchUpBeforeRequest()
         switch request {
         case .register(let username, let password, let name):
-            guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
+            guard limits.registrationsPerAddress == 0 || !registrations.isLimited(peer, now: clock()) else {
                 return done(.failure(.rateLimited("too many new accounts from this address; try again later")))
             }
             // Checked here as well as after hashing so that a taken name costs no hashing.
@@ -486,7 +486,7 @@ public actor Relay {
             }
         case .login(let username, let password):
             let now = clock()
-            guard !usernameFailures.isBlocked(username, now: now), !addressFailures.isBlocked(peer, now: now) else {
+            guard !usernameFailures.isLimited(username, now: now), !addressFailures.isLimited(peer, now: now) else {
                 return done(.failure(.rateLimited("too many failed logins; try again later")))
             }
             // A read of the store, in order with what was decided before (a `register` of this name on its way).
@@ -555,13 +555,13 @@ public actor Relay {
                 }
                 // Signing in sends what the state holds: stored first, with everything decided before.
                 try await writesSettled()
-                registrations.recordFailure(peer, now: now)
+                registrations.record(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
             case .verified(let username, let valid):
                 guard valid else {
-                    usernameFailures.recordFailure(username, now: now)
-                    addressFailures.recordFailure(peer, now: now)
+                    usernameFailures.record(username, now: now)
+                    addressFailures.record(peer, now: now)
                     throw .unauthenticated("wrong username or password")
                 }
                 usernameFailures.reset(username)
@@ -648,7 +648,7 @@ public actor Relay {
     /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
     private func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) async {
         let now = clock()
-        guard !watchFailures.isBlocked(peer, now: now) else {
+        guard !watchFailures.isLimited(peer, now: now) else {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
         // The reply and what follows show the state: stored first, with everything decided before.
@@ -669,7 +669,7 @@ public actor Relay {
             done(.success(RelayReply(reply.fields + [("trail", trail?.json ?? .null)], auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
         } catch {
-            watchFailures.recordFailure(peer, now: now)
+            watchFailures.record(peer, now: now)
             done(.failure(error))
         }
     }

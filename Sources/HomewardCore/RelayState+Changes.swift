@@ -1,13 +1,13 @@
 import HomewardProtocol
 
-/// Applying another relay's committed changes to this cache (issue 13: change notices carry them), so that
+/// Applying another relay's committed changes to this cache (change notices carry them), so that
 /// a commit elsewhere costs this relay the change itself, not a reload of everything.
 ///
 /// The rule for every case: the state after `apply` is the state `reloaded(from:)` would build from the
 /// store right after that change was stored (up to empty index entries, which mean the same as none), so
 /// each case mirrors its SQL in `StoreChange+SQL` (what a change replaces, what it keeps, what it ignores)
 /// and the filters of `RelayState.init(_ stored:)` (a share link of a session that is gone is not indexed).
-/// `RelayStateDeltaTests` checks this against the SQLite store for every case.
+/// `RelayDeltaTests` checks this against the SQLite store for the commits of every request.
 extension RelayState {
     /// Applies one commit's changes in order; returns the users whose audience, pauses or destination may
     /// have changed (for `Relay.syncPresence`).

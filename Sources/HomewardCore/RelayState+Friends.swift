@@ -98,10 +98,10 @@ extension RelayState {
     /// so that an empty or one-letter query cannot list the accounts 20 at a time. Checked here rather
     /// than when parsing so that an unauthenticated search is still answered `unauthenticated`.
     public mutating func searchUsers(_ actor: String, _ query: String, now: Int64) throws(RelayError) -> Outcome {
-        guard !searches.isBlocked(actor, now: now) else {
+        guard !searches.isLimited(actor, now: now) else {
             throw .rateLimited("more than \(Self.searchesPerWindow) searches in 15 minutes; try again later")
         }
-        searches.recordFailure(actor, now: now)
+        searches.record(actor, now: now)
         var outcome = Outcome()
         // A query shorter than a username (or one no username could start with) finds nobody, rather than
         // failing: the contract allows any query, and one or two letters would list accounts wholesale.

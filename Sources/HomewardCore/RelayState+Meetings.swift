@@ -90,13 +90,13 @@ extension RelayState {
         guard actor != friend else { throw .invalid("you cannot message yourself") }
         try requireUser(friend)
         guard areFriends(actor, friend) else { throw .forbidden("\(friend) is not your friend") }
-        guard !messageSends.isBlocked(actor, now: now) else {
+        guard !messageSends.isLimited(actor, now: now) else {
             throw .rateLimited("more than \(FriendsMapLimits.messagesPerMinute) messages a minute; try again shortly")
         }
         guard (messagesByRecipient[friend]?.count ?? 0) < FriendsMapLimits.unreadPerRecipient else {
             throw .rateLimited("\(friend) has \(FriendsMapLimits.unreadPerRecipient) unread messages")
         }
-        messageSends.recordFailure(actor, now: now)
+        messageSends.record(actor, now: now)
         let message = MessageInfo(id: makeID("msg_"), from: actor, to: friend, text: text, queuedAt: now,
                                   deliveredAt: presence.isOnline(friend) ? now : nil)
         index(message)

@@ -16,7 +16,7 @@ public struct RelayState: Sendable {
     /// (`outgoing`), so the sender sees what an ignored request looks like and the blocker sees nothing.
     var blocked: [String: Set<String>] = [:]
     /// Recent `user.search` requests per user (counted like failed logins: a sliding window).
-    var searches = LoginThrottle(limit: RelayState.searchesPerWindow, window: RelayState.searchWindow)
+    var searches = SlidingWindowLimit(limit: RelayState.searchesPerWindow, window: RelayState.searchWindow)
     /// Sign-in tokens by hash, and each user's.
     var tokens: [String: IssuedToken] = [:]
     var tokensByUser: [String: Set<String>] = [:]
@@ -44,7 +44,7 @@ public struct RelayState: Sendable {
     var messages: [String: MessageInfo] = [:]
     var messagesByRecipient: [String: Set<String>] = [:]
     /// Messages sent per user in the last minute (a sliding window, like searches).
-    var messageSends = LoginThrottle(limit: FriendsMapLimits.messagesPerMinute, window: FriendsMapLimits.messageWindow)
+    var messageSends = SlidingWindowLimit(limit: FriendsMapLimits.messagesPerMinute, window: FriendsMapLimits.messageWindow)
 
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).

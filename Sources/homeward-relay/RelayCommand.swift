@@ -21,8 +21,9 @@ struct RelayCommand: AsyncParsableCommand {
             between the relays; one relay at a time (elected through PostgreSQL) fires the timers.
 
             Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
-            in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem). \
-            An option given on the command line wins over the environment.
+            in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem), \
+            named by [env: ...] below. An option given on the command line wins over the environment, and \
+            the environment over the default; an empty variable counts as unset.
 
             Without --tls-cert and --tls-key the relay makes a development CA and a certificate for \
             localhost and 127.0.0.1 in DATA_DIR/certs on first start, reuses them later, and logs the \
@@ -32,7 +33,7 @@ struct RelayCommand: AsyncParsableCommand {
     @OptionGroup var options: RelayOptions
 
     func run() async throws {
-        let settings = try options.resolve(environment: Environment.current)
+        let settings = try options.resolve(environment: .process)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = settings.logLevel

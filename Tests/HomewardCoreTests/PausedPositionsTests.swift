@@ -45,9 +45,9 @@ final class PausedPositionsTests: XCTestCase {
     func testThePresenceTableRecordsEachPositionUnderTheRestrictionItWentOutWith() {
         let table = PresenceTable()
         _ = table.attach("alice", QuietSink(), now: now)
-        _ = table.record(before, from: "alice", now: now)
+        _ = table.fanout(before, from: "alice", now: now)
         table.setOwner("alice", true, restriction: .allBut(["bob"]))
-        _ = table.record(duringPause, from: "alice", now: now)
+        _ = table.fanout(duringPause, from: "alice", now: now)
         table.setOwner("alice", true)  // resumed
 
         XCTAssertEqual(table.lastPosition(of: "alice", shownTo: ["bob"]), before)

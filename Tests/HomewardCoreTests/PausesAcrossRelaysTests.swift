@@ -83,7 +83,7 @@ final class PausesAcrossRelaysTests: XCTestCase {
         _ = table.attach("carol", carol, now: now)
         table.setAudience(of: "alice", to: ["carol"], reach: ["bob", "carol"])
         XCTAssertTrue(table.takeInterestChanges() == (["alice"], []))
-        XCTAssertEqual(labels(table.record(Position(lat: 1, lon: 2, ts: now), from: "alice", now: now)), ["carol"], "here, the pause applies")
+        XCTAssertEqual(labels(table.fanout(Position(lat: 1, lon: 2, ts: now), from: "alice", now: now).sinks), ["carol"], "here, the pause applies")
         XCTAssertEqual(labels(table.remoteAudience(of: "alice")), ["bob", "carol"], "unrestricted: the walker's relay has no pause")
         XCTAssertEqual(labels(table.remoteAudience(of: "alice", restriction: .allBut(["bob"]))), ["carol"])
         XCTAssertEqual(labels(table.remoteAudience(of: "alice", restriction: .only(["bob", "dave"]))), ["bob"])
@@ -123,7 +123,7 @@ final class PausesAcrossRelaysTests: XCTestCase {
         let here = Position(lat: 57.7, lon: 11.9, ts: now)
         XCTAssertNil(table.lastPositionAnswer(of: "alice", for: ["bob"]), "not connected here: another relay answers")
         _ = table.attach("alice", NamedSink("alice"), now: now)
-        _ = table.record(here, from: "alice", now: now)
+        _ = table.fanout(here, from: "alice", now: now)
         XCTAssertEqual(table.lastPositionAnswer(of: "alice", for: ["bob"]), LastPositionAnswer(position: here))
 
         table.setOwner("alice", true, restriction: .allBut(["bob"]))

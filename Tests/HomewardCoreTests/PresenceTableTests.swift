@@ -101,7 +101,7 @@ final class PresenceTableTests: XCTestCase {
         XCTAssertNil(table.lastSeen("alice"))
         _ = table.attach("alice", phone, now: now)
         XCTAssertEqual(table.lastSeen("alice"), now)
-        _ = table.record(Position(lat: 1, lon: 2, ts: now), from: "alice", now: now + 5)
+        _ = table.fanout(Position(lat: 1, lon: 2, ts: now), from: "alice", now: now + 5)
         XCTAssertEqual(table.lastSeen("alice"), now + 5)
         _ = table.detach("alice", phone, now: now + 10)
         XCTAssertEqual(table.lastSeen("alice"), now + 10)
@@ -142,7 +142,7 @@ final class PresenceTableTests: XCTestCase {
         table.setAudience(of: "alice", to: ["bob"])
 
         let position = Position(lat: 57.7, lon: 11.9, acc: 5, ts: now)
-        let sinks = table.record(position, from: "alice", now: now + 1)
+        let sinks = table.fanout(position, from: "alice", now: now + 1).sinks
         XCTAssertEqual(labels(sinks), ["bob"], "neither the sender nor a non-member receives it")
         XCTAssertEqual(sinks.count, 1)
         XCTAssertEqual(table.lastPosition("alice"), position)
@@ -157,7 +157,7 @@ final class PresenceTableTests: XCTestCase {
         _ = table.attach("carol", DummySink("carol-phone"), now: now)
         table.setAudience(of: "alice", to: ["bob", "carol"])
 
-        let sinks = table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)
+        let sinks = table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks
         XCTAssertEqual(labels(sinks), ["bob-phone", "bob-tablet", "carol-phone"])
     }
 
@@ -167,22 +167,22 @@ final class PresenceTableTests: XCTestCase {
         _ = table.attach("alice", DummySink("alice"), now: now)
         _ = table.attach("bob", bob, now: now)
         table.setAudience(of: "alice", to: ["bob", "carol"])  // carol is offline
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), ["bob"])
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks), ["bob"])
 
         _ = table.detach("bob", bob, now: now)
-        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty)
+        XCTAssertTrue(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks.isEmpty)
 
         _ = table.attach("bob", bob, now: now)
         table.setAudience(of: "alice", to: [])
-        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty)
+        XCTAssertTrue(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks.isEmpty)
     }
 
     func testLastPositionIsTheNewest() {
         let table = PresenceTable()
         _ = table.attach("alice", DummySink("alice"), now: now)
         XCTAssertNil(table.lastPosition("alice"))
-        _ = table.record(Position(lat: 1, lon: 1, ts: now), from: "alice", now: now)
-        _ = table.record(Position(lat: 2, lon: 2, ts: now + 1), from: "alice", now: now + 1)
+        _ = table.fanout(Position(lat: 1, lon: 1, ts: now), from: "alice", now: now)
+        _ = table.fanout(Position(lat: 2, lon: 2, ts: now + 1), from: "alice", now: now + 1)
         XCTAssertEqual(table.lastPosition("alice"), Position(lat: 2, lon: 2, ts: now + 1))
     }
 
@@ -198,10 +198,10 @@ final class PresenceTableTests: XCTestCase {
         let table = PresenceTable()
         _ = table.attach("alice", DummySink("alice"), now: now)
         table.setAudience(of: "alice", to: ["bob", "carol"])
-        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty)
+        XCTAssertTrue(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks.isEmpty)
         _ = table.attach("carol", DummySink("carol-phone"), now: now)
         _ = table.attach("bob", DummySink("bob-phone"), now: now)
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), ["bob-phone", "carol-phone"])
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks), ["bob-phone", "carol-phone"])
     }
 
     func testOneMemberInSeveralAudiencesFollowsEachAndLeavesWhenRemoved() {
@@ -212,14 +212,14 @@ final class PresenceTableTests: XCTestCase {
         _ = table.attach("bob", bob, now: now)
         _ = table.attach("alice", DummySink("alice"), now: now)
         _ = table.attach("dave", DummySink("dave"), now: now)
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), ["bob"])
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now)), ["bob"])
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks), ["bob"])
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now).sinks), ["bob"])
         table.setAudience(of: "alice", to: [])
         _ = table.detach("bob", bob, now: now)
         _ = table.attach("bob", bob, now: now)
-        XCTAssertTrue(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).isEmpty,
+        XCTAssertTrue(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks.isEmpty,
                       "bob's reconnect does not bring him back into an audience he left")
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now)), ["bob"])
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "dave", now: now).sinks), ["bob"])
     }
 
     func testAudiencesSpanShards() {
@@ -229,6 +229,6 @@ final class PresenceTableTests: XCTestCase {
         for member in members { _ = table.attach(member, DummySink(member), now: now) }
         _ = table.attach("alice", DummySink("alice"), now: now)
         table.setAudience(of: "alice", to: Set(members))
-        XCTAssertEqual(labels(table.record(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now)), members.sorted())
+        XCTAssertEqual(labels(table.fanout(Position(lat: 0, lon: 0, ts: now), from: "alice", now: now).sinks), members.sorted())
     }
 }

@@ -92,15 +92,15 @@ final class SessionTrailTests: XCTestCase {
     func testThePresenceTableRecordsTheTrailOfAnActiveSessionWithEachPositionsRestriction() {
         let table = PresenceTable()
         _ = table.attach("alice", QuietSink(), now: now)
-        _ = table.record(step(0), from: "alice", now: now)
+        _ = table.fanout(step(0), from: "alice", now: now)
         XCTAssertNil(table.trail(of: "alice", shownTo: ["bob"], now: now), "no session, no trail")
 
         table.setTrail(of: "alice", sessionId: "s_1", now: now + 1)
-        _ = table.record(step(1), from: "alice", now: now + 2)
+        _ = table.fanout(step(1), from: "alice", now: now + 2)
         table.setOwner("alice", true, restriction: .allBut(["bob"]))
-        _ = table.record(step(2), from: "alice", now: now + 3)
+        _ = table.fanout(step(2), from: "alice", now: now + 3)
         table.setOwner("alice", true)  // resumed
-        _ = table.record(step(3), from: "alice", now: now + 4)
+        _ = table.fanout(step(3), from: "alice", now: now + 4)
         table.setTrail(of: "alice", sessionId: "s_1", now: now + 5)  // the same session again: kept
 
         let forBob = table.trail(of: "alice", shownTo: ["bob"], now: now + 5)
@@ -119,7 +119,7 @@ final class SessionTrailTests: XCTestCase {
         let table = PresenceTable()
         _ = table.attach("alice", QuietSink(), now: now)
         table.setTrail(of: "alice", sessionId: "s_1", now: now)
-        _ = table.record(step(0), from: "alice", now: now)
+        _ = table.fanout(step(0), from: "alice", now: now)
         table.setTrail(of: "alice", sessionId: nil, now: now + 1)
         XCTAssertNil(table.trail(of: "alice", shownTo: ["bob"], now: now + 1))
         XCTAssertNil(table.trailRecord(of: "alice"))
@@ -132,7 +132,7 @@ final class SessionTrailTests: XCTestCase {
         let table = PresenceTable()
         _ = table.attach("alice", QuietSink(), now: now)
         table.setTrail(of: "alice", sessionId: "s_1", now: now)
-        _ = table.record(step(0), from: "alice", now: now)
+        _ = table.fanout(step(0), from: "alice", now: now)
         table.setOwner("alice", true, restriction: .allBut(["bob"]))
         XCTAssertNil(table.lastPositionAnswer(of: "alice", for: ["bob"])?.trail)
         XCTAssertNotNil(table.lastPositionAnswer(of: "alice", for: ["bob", "carol"])?.trail)

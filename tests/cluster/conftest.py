@@ -122,9 +122,9 @@ async def flowing(walker, *observers, timeout: float = 10):
         if time.monotonic() - started > timeout:
             missing = [o.node for o in observers if not positions_from(o, walker)]
             raise AssertionError(f"no position reached the observers on {missing} within {timeout} s")
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(0.2)  # the last ones in flight arrive before they are dropped
-    for observer in observers:
+        await asyncio.sleep(0.1)  # a walker's pace
+    for observer in observers:  # the last one sent arrives last: then none is still in flight to be dropped
+        await wait_for_position(observer, walker, lat, timeout=timeout)
         observer.drain("pos")
 
 

@@ -216,7 +216,7 @@ async def test_an_alarm_raised_while_postgresql_is_stopped_is_answered_delivered
         # A write that fails on the owner's relay first (it waits for the store timeout, then its read-back
         # starts), and the alarm right behind it.
         failing = asyncio.create_task(busy.request("alarm.contacts", usernames=[owner.username], timeout=STORE_TIMEOUT + 10))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a head start for that write: nothing answers it before the store timeout
         started = time.monotonic()
         reply = await owner.request("alarm.raise", text="pg is down", lat=57.7, lon=11.9, timeout=30)
         took = time.monotonic() - started

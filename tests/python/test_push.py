@@ -15,8 +15,10 @@ import json
 import os
 import re
 import secrets
+import sqlite3
 import stat
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,24 @@ def metric(relay: Relay, name: str) -> float:
     raise AssertionError(f"{name} not on the metrics listener's /metrics")
 
 
+async def outbox_settled(relay: Relay, alarm_id: str | None = None, timeout: float = 10):
+    """Waits until the relay's push outbox holds no entry that is due or being sent (and, given `alarm_id`,
+    none of that alarm's at all): every push and webhook call queued so far has had its answer or been
+    given up, so one the double has not received is not coming. Read from the relay's SQLite file, which
+    a reader does not disturb (WAL); an entry a retry put off to later is not waited for."""
+    path = relay.data_dir / "homeward.sqlite"
+    deadline = time.monotonic() + timeout
+    while True:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            (pending,) = db.execute(
+                "SELECT COUNT(*) FROM push_outbox WHERE claimed_until IS NOT NULL OR next_attempt_at <= ? OR alarm_id = ?",
+                (int(time.time() * 1000), alarm_id)).fetchone()
+        if pending == 0:
+            return
+        assert time.monotonic() < deadline, f"{pending} outbox entries still due or being sent after {timeout}s"
+        await asyncio.sleep(0.05)  # polling interval, not synchronisation
+
+
 def vapid_key_of(relay: Relay) -> str:
     status, _, body = relay.http_get("/v1/push/key")
     assert status == 200
@@ -163,7 +183,7 @@ async def test_invite_and_friend_request_pushed_only_to_recipients_without_a_con
     assert request["type"] == "friend.request" and by_name(request["from"]) == stranger.username, request
     await stranger.ok("friend.request", username=online.username)
     await online.expect_event("friend.request")
-    await asyncio.sleep(1.0)  # the absence of a push: give a wrong one time to arrive
+    await outbox_settled(phw.relay)  # a push queued with the request has been sent by now
     assert double.to(online_phone.path) == [], "a connected recipient got a push for an invite or friend request"
 
 
@@ -173,12 +193,12 @@ async def test_503_with_retry_after_then_201_delivers_once_at_the_right_time(phw
     phone = Browser(double)
     double.script(phone.path, (503, {"Retry-After": "2"}), (201, {}))
     await subscribe(b, phone)
-    await a.ok("alarm.raise")
+    alarm_id = (await a.ok("alarm.raise"))["alarm"]["alarmId"]
     first, second = await double.wait_for(phone.path, count=2)
     assert (first.status, second.status) == (503, 201)
     assert 1.9 <= second.at - first.at <= 4.0, second.at - first.at
     assert phone.decrypt(first) == phone.decrypt(second)
-    await asyncio.sleep(1.5)  # no third attempt after the 201
+    await outbox_settled(phw.relay, alarm_id)  # nothing of the alarm is left to send: no third attempt after the 201
     assert len(double.to(phone.path)) == 2
     assert metric(phw.relay, "homeward_push_retried_total") >= 1
     assert metric(phw.relay, "homeward_push_sent_total") >= 1
@@ -277,7 +297,7 @@ async def test_a_push_pending_at_kill_9_is_delivered_after_restart_exactly_once(
         pushes = await double.wait_for(phone.path, count=2, timeout=20)
         assert [p.status for p in pushes] == [503, 201]
         assert phone.decrypt(pushes[1])["alarm"]["alarmId"] == alarm_id
-        await asyncio.sleep(2.0)  # no second delivery after the 201
+        await outbox_settled(r, alarm_id)  # nothing of the alarm is left to send: no second delivery after the 201
         assert len(double.to(phone.path)) == 2
     finally:
         r.stop()
@@ -312,12 +332,12 @@ async def test_webhook_calls_carry_a_signed_time_and_a_unique_delivery_id(phw, d
         verify_webhook(WEBHOOK_SECRET.encode(), first.headers, hooks[1].body, {})
 
 
-async def alarm_and_its_webhook(double, owner, **fields) -> str:
-    """Raises an alarm and waits for its webhook call: queued in the same transaction as its pushes,
-    and sent in the same pass, so a push that has not come by then (plus a moment) is not coming."""
+async def alarm_and_its_webhook(relay: Relay, double, owner, **fields) -> str:
+    """Raises an alarm and waits for its webhook call and until the relay has sent all its pushes: one
+    that has not reached the double by then is not coming."""
     alarm_id = (await owner.ok("alarm.raise", **fields))["alarm"]["alarmId"]
     await double.wait_for("/hook", match=lambda h: alarm_id.encode() in h.body)
-    await asyncio.sleep(0.5)
+    await outbox_settled(relay, alarm_id)
     return alarm_id
 
 
@@ -330,12 +350,12 @@ async def test_a_subscription_ends_with_the_sign_in_that_made_it(phw, double):
     await subscribe(stolen, thief)
     await b.ok("auth.revoke", tokenId=[s for s in (await b.ok("auth.sessions"))["sessions"] if not s["current"]][0]["id"])
     assert [s["subscriptionId"] for s in (await b.ok("push.list"))["subscriptions"]] == [phone_id]
-    await alarm_and_its_webhook(double, a)
+    await alarm_and_its_webhook(phw.relay, double, a)
     assert len(double.to(phone.path)) == 1 and double.to(thief.path) == [], "the revoked sign-in's endpoint got the alarm"
 
     other = await phw.login(b.username, label="other")
     await other.ok("logout", all=True)
-    await alarm_and_its_webhook(double, a)
+    await alarm_and_its_webhook(phw.relay, double, a)
     assert len(double.to(phone.path)) == 1, "an alarm reached an endpoint after logout {all}"
     assert double.to(thief.path) == []
 
@@ -348,9 +368,9 @@ async def test_an_endpoint_belongs_to_the_account_that_subscribed_it_last(phw, d
     await subscribe(c, shared)
     await subscribe(d, shared)
     assert (await c.ok("push.list"))["subscriptions"] == []
-    await alarm_and_its_webhook(double, a, to=[c.username])
+    await alarm_and_its_webhook(phw.relay, double, a, to=[c.username])
     assert double.to(shared.path) == [], "c's alarm reached the browser d now holds"
-    alarm_id = await alarm_and_its_webhook(double, a, to=[d.username])
+    alarm_id = await alarm_and_its_webhook(phw.relay, double, a, to=[d.username])
     (push,) = double.to(shared.path)
     assert shared.decrypt(push)["alarm"]["alarmId"] == alarm_id
 

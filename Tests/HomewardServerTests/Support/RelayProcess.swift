@@ -8,6 +8,8 @@ import XCTest
 final class RelayProcess: Sendable {
     let dataDirectory: String
     let arguments: [String]
+    /// Added to this process's environment for the relay (`HOMEWARD_*` variables).
+    let environment: [String: String]
     private let current = Mutex<(process: Process, port: Int)?>(nil)
     /// What the process last launched wrote (stdout and stderr: its log).
     private let lastLog = Mutex<ProcessLog?>(nil)
@@ -29,17 +31,19 @@ final class RelayProcess: Sendable {
         }
     }
 
-    /// Starts the relay on a free loopback port with a new data directory; `arguments` are extra flags.
-    static func start(_ arguments: [String] = []) async throws -> RelayProcess {
+    /// Starts the relay on a free loopback port with a new data directory; `arguments` are extra flags,
+    /// `environment` extra variables.
+    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> RelayProcess {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-kill-\(UUID().uuidString)").path
-        let relay = RelayProcess(dataDirectory: directory, arguments: arguments)
+        let relay = RelayProcess(dataDirectory: directory, arguments: arguments, environment: environment)
         try await relay.launch()
         return relay
     }
 
-    private init(dataDirectory: String, arguments: [String]) {
+    private init(dataDirectory: String, arguments: [String], environment: [String: String]) {
         self.dataDirectory = dataDirectory
         self.arguments = arguments
+        self.environment = environment
     }
 
     /// Starts the process and waits until its log says where it listens.
@@ -51,6 +55,7 @@ final class RelayProcess: Sendable {
                              "--registrations-per-address", "0",
                              // Relays started at once must not compete for the metrics listener's default port.
                              "--metrics-listen", "127.0.0.1:0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
