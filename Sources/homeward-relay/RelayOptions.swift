@@ -57,6 +57,10 @@ struct RelayOptions: ParsableArguments {
         valueName: "openssl|nio-ssl"))
     var tlsBackend: String?
 
+    @Flag(name: .customLong("ktls"), help: ArgumentHelp(
+        "Kernel TLS: have the kernel encrypt and decrypt records (OpenSSL 3's SSL_OP_ENABLE_KTLS). Needs --tls-backend openssl and the kernel's tls module (tls listed in /proc/sys/net/ipv4/tcp_available_ulp). This version cannot serve it: its OpenSSL handler passes records through memory buffers, and OpenSSL gives the keys to the kernel only on a socket it owns. So with --ktls the relay refuses to start (exit 1) and says which of these are missing. [default: off]"))
+    var ktls = false
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. [default: info]")
     var logLevel: String?
 
@@ -191,6 +195,7 @@ struct RelayOptions: ParsableArguments {
             guard let backend = TLSBackend(name) else { throw ValidationError("tls-backend must be openssl or nio-ssl, not '\(name)'") }
             config.tlsBackend = backend
         }
+        config.kernelTLS = try env.value(ktls ? true : nil, "ktls") ?? false
         config.eventLoopThreads = try env.value(threads, "threads") ?? config.eventLoopThreads
         config.limits.maxMessageBytes = try env.value(maxMessageBytes, "max-message-bytes") ?? config.limits.maxMessageBytes
         config.limits.authenticationTimeout = try env.value(authTimeout, "auth-timeout") ?? config.limits.authenticationTimeout

@@ -159,6 +159,17 @@ out="$(HOMEWARD_TLS_BACKEND=boringssl timeout 20 "$relay_bin" --host 127.0.0.1 -
 rc=$?
 [ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "tls-backend must be openssl or nio-ssl"
 check "HOMEWARD_TLS_BACKEND=boringssl is refused with a clear message" $? "$out"
+# Kernel TLS cannot be served (the OpenSSL handler uses memory BIOs; this machine's kernel has no tls
+# module either): the flag stops the relay with exit 1 and the reasons, on either backend.
+out="$(timeout 20 "$relay_bin" --host 127.0.0.1 --port 0 --data-dir "$work/ktls" --tls-backend "$backend" --ktls 2>&1)"
+rc=$?
+[ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "cannot use kernel TLS (--ktls): " \
+    && printf '%s' "$out" | grep -q "memory buffers" && [ ! -e "$work/ktls" ]
+check "--ktls on $backend: exit 1 before listening, naming why kernel TLS cannot serve" $? "rc=$rc $out"
+if ! grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null; then
+    printf '%s' "$out" | grep -q "the kernel has no tls module loaded"
+    check "--ktls names the missing kernel tls module" $? "$out"
+fi
 
 echo "== relay with the generated development certificate"
 if start_relay dev; then
