@@ -10,7 +10,11 @@ final class KernelTLSFlagTests: XCTestCase {
     }
 
     func testOnOpenSSLTheRelayRefusesToStartNamingWhatIsMissing() throws {
-        let (status, output) = try runRelayToEnd(["--ktls", "--tls-backend", "openssl"])
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-ktls-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let (status, output) = try runToEnd(RelayProcess.executable(),
+                                            ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
+                                             "--ktls", "--tls-backend", "openssl"])
         XCTAssertEqual(status, 1, output)
         XCTAssertTrue(output.contains("cannot use kernel TLS (--ktls): "), output)
         XCTAssertTrue(output.contains("memory buffers"), output)
@@ -18,7 +22,7 @@ final class KernelTLSFlagTests: XCTestCase {
         XCTAssertFalse(output.contains("needs --tls-backend openssl"), output)
         if !moduleLoaded { XCTAssertTrue(output.contains("the kernel has no tls module loaded"), output) }
         XCTAssertFalse(output.contains("listening"), output)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: "/nonexistent/homeward-flag-test"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dataDirectory), "refused before making its data directory")
     }
 
     func testTheEnvironmentVariableOnSwiftNIOSSLIsRefusedNamingTheBackend() throws {
