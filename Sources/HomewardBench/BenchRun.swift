@@ -37,6 +37,8 @@ public final class BenchRun {
         /// Ports of `homeward-openssl` and `homeward-nio-ssl`: one relay each, on the TLS library the name says
         /// (`--tls-backend`), so that one run compares the two.
         public var tlsBackendPorts = ["openssl": 18451, "nio-ssl": 18452]
+        /// Where each relay's log is kept when the run ends (as BROKER-N.log); nil: removed with its data directory.
+        public var relayLogDirectory: String?
         public init() {}
     }
 
@@ -155,6 +157,9 @@ public final class BenchRun {
     }
 
     public func stop() {
+        if let directory = options.relayLogDirectory {
+            for driver in homewards { driver.keepLogs(in: directory) }
+        }
         for driver in homewards { driver.stop() }
         if let proxyGroup {
             try? proxyGroup.syncShutdownGracefully()

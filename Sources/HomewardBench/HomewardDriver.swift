@@ -230,6 +230,21 @@ public final class HomewardDriver: BrokerDriver, Sendable {
         }
     }
 
+    /// Copies each relay's log into `directory` as NAME-N.log, before `stop` removes the data directories.
+    public func keepLogs(in directory: String) {
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (index, node) in nodes.enumerated() {
+            let kept = "\(directory)/\(name)-\(index).log"
+            try? FileManager.default.removeItem(atPath: kept)
+            do {
+                try FileManager.default.copyItem(atPath: node.dataDir + "/relay.log", toPath: kept)
+                log("\(name): relay log kept in \(kept)")
+            } catch {
+                log("\(name): cannot keep the relay log in \(kept): \(error)")
+            }
+        }
+    }
+
     public func stop() {
         for node in nodes {
             node.process.terminate()

@@ -136,6 +136,7 @@ public struct BenchReport: Sendable {
             table.add("connections/s", better: "higher", values { $0.perSecond })
             table.add("p50 time to authenticated (ms)", better: "lower", decimals: 2, values { $0.latency.p50 })
             table.add("p99 time to authenticated (ms)", better: "lower", decimals: 2, values { $0.latency.p99 })
+            table.add("broker CPU per connection (ms)", better: "lower", decimals: 2, values { $0.brokerCPUMillisPerConnection ?? .nan })
             table.add("failed", better: "lower", values { Double($0.failed) })
             tables.append(table)
         }

@@ -189,11 +189,13 @@ public enum IdleScenario {
         for count in counts.sorted() where count > sockets.count {
             let started = BenchClock.seconds()
             let first = sockets.count
-            let opened = try await mapConcurrently(count - first, width: 128) { index -> BenchSocket? in
-                try? await driver.openIdle(source: env.source(first + index))
+            let opened = try await mapConcurrently(count - first, width: 128) { index -> Result<BenchSocket, any Error> in
+                do { return .success(try await driver.openIdle(source: env.source(first + index))) } catch { return .failure(error) }
             }
-            sockets += opened.compactMap { $0 }
-            failed += opened.filter { $0 == nil }.count
+            sockets += opened.compactMap { try? $0.get() }
+            let failures = opened.compactMap { outcome -> (any Error)? in if case .failure(let error) = outcome { error } else { nil } }
+            failed += failures.count
+            logFailures(driver.name, failures)
             let openSeconds = BenchClock.seconds() - started
             try await Task.sleep(for: .seconds(3))
             let resident = SystemInfo.residentBytes(pid) ?? 0
@@ -219,8 +221,12 @@ public struct StormResult: Sendable {
     public var failed: Int
     public var perSecond: Double
     public var latency: Latency
+    /// Broker CPU time per connection opened, milliseconds (all its processes): on a machine shared with
+    /// other work, steadier than connections/s.
+    public var brokerCPUMillisPerConnection: Double?
     var json: [String: Any] {
-        ["broker": broker, "connections": connections, "failed": failed, "perSecond": perSecond.rounded(), "latency": latency.json]
+        ["broker": broker, "connections": connections, "failed": failed, "perSecond": perSecond.rounded(), "latency": latency.json,
+         "brokerCpuMillisPerConnection": brokerCPUMillisPerConnection ?? NSNull()]
     }
 }
 
@@ -229,23 +235,41 @@ public enum StormScenario {
                            concurrency: Int) async throws -> StormResult {
         try await driver.prepareConnections()
         let histogram = DeliverySink()
+        let cpuBefore = SystemInfo.cpuSeconds(driver.cpuPIDs)
         let started = BenchClock.seconds()
-        let outcomes = try await mapConcurrently(connections, width: concurrency) { index -> Bool in
+        let outcomes = try await mapConcurrently(connections, width: concurrency) { index -> (any Error)? in
             let begin = BenchClock.micros()
-            guard let socket = try? await driver.openIdle(source: env.source(index)) else { return false }
+            let socket: BenchSocket
+            do { socket = try await driver.openIdle(source: env.source(index)) } catch { return error }
             let took = BenchClock.micros() - begin
             histogram.record(took)
             socket.close()
-            return true
+            return nil
         }
         let elapsed = BenchClock.seconds() - started
-        let ok = outcomes.filter { $0 }.count
+        let cpuAfter = SystemInfo.cpuSeconds(driver.cpuPIDs)
+        let failures = outcomes.compactMap { $0 }
+        logFailures(driver.name, failures)
+        let ok = connections - failures.count
         let result = StormResult(broker: driver.name, connections: connections, failed: connections - ok,
-                                 perSecond: Double(ok) / elapsed, latency: Latency(histogram.snapshot().latency))
+                                 perSecond: Double(ok) / elapsed, latency: Latency(histogram.snapshot().latency),
+                                 brokerCPUMillisPerConnection: cpuBefore.flatMap { before in
+                                     cpuAfter.map { ($0 - before) * 1e3 / Double(max(1, ok)) }
+                                 })
         log("\(driver.name): storm \(ok)/\(connections) in \(String(format: "%.2f", elapsed)) s = \(Int(result.perSecond))/s")
         try await Task.sleep(for: .seconds(2))
         return result
     }
+}
+
+/// Logs why connections failed to open, the most frequent reasons first, so that a failure count in a
+/// report can be traced to timeouts, refusals or resets (and to the relay's log of the same minutes).
+func logFailures(_ broker: String, _ failures: [any Error]) {
+    guard !failures.isEmpty else { return }
+    var counts: [String: Int] = [:]
+    for failure in failures { counts[String(describing: failure), default: 0] += 1 }
+    let top = counts.sorted { $0.value > $1.value }.prefix(5).map { "\($0.value) × \($0.key)" }
+    log("\(broker): \(failures.count) connections failed: " + top.joined(separator: "; "))
 }
 
 extension DeliverySink {

@@ -22,6 +22,8 @@ public struct RelayConfiguration: Sendable {
     public var tlsPrivateKeyPath: String?
     /// The TLS library that serves connections: the system's OpenSSL or swift-nio-ssl's BoringSSL.
     public var tlsBackend = TLSBackend.nioSSL
+    /// Kernel TLS (`--ktls`): the relay starts only where it can serve it (see `KernelTLS`).
+    public var kernelTLS = false
     public var eventLoopThreads = System.coreCount
     public var limits = ConnectionLimits()
     public var relayLimits = RelayLimits()

@@ -79,6 +79,10 @@ public struct RelayServer: Sendable {
     /// what can fail with a reason for the operator: the data directory, TLS, the web app, the store and the bus.
     func makeServices() async throws -> RelayServices {
         let config = configuration
+        if config.kernelTLS {
+            let obstacles = KernelTLS.obstaclesOnThisMachine(backend: config.tlsBackend)
+            if !obstacles.isEmpty { throw RelayStartupError.kernelTLSUnavailable(reasons: obstacles) }
+        }
         do {
             try OwnerOnlyFiles.createDirectory(config.dataDirectory)
         } catch {

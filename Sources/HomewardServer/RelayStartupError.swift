@@ -12,6 +12,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case badVAPIDSubject(String, reason: String)
     /// The VAPID key a shared store keeps for every relay cannot be read or used.
     case badSharedVAPIDKey(store: String, reason: String)
+    /// `--ktls` was given, and kernel TLS cannot serve this relay's connections (`KernelTLS.obstacles`).
+    case kernelTLSUnavailable(reasons: [String])
 
     public var description: String {
         switch self {
@@ -31,6 +33,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot use the VAPID subject '\(subject)': \(reason)"
         case .badSharedVAPIDKey(let store, let reason):
             return "cannot use the VAPID key kept in \(store): \(reason)"
+        case .kernelTLSUnavailable(let reasons):
+            return "cannot use kernel TLS (--ktls): " + reasons.joined(separator: "; ") + ". Leave out --ktls (HOMEWARD_KTLS)"
         }
     }
 

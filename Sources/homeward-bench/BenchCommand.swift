@@ -31,6 +31,9 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("relay-arg"), parsing: .singleValue, help: "Extra argument for homeward-relay (repeatable).")
     var relayArguments: [String] = []
 
+    @Option(name: .customLong("relay-log-dir"), help: "Keep each relay's log in this directory (BROKER-N.log) when the run ends. [default: removed with the relay's data directory]")
+    var relayLogDirectory: String?
+
     @Option(name: .customLong("homeward-port"), help: "Loopback port for the relay the tool starts.")
     var homewardPort = 18443
 
@@ -58,6 +61,7 @@ struct CommonOptions: ParsableArguments {
         options.brokers = override ?? brokers
         options.relayBinary = relayBinary
         options.relayArguments = relayArguments
+        options.relayLogDirectory = relayLogDirectory
         options.homewardPort = homewardPort
         options.peersScript = peersScript
         options.threads = threads

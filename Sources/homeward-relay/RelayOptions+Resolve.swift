@@ -35,6 +35,7 @@ extension RelayOptions {
             guard let backend = TLSBackend(name) else { throw ValidationError("tls-backend must be openssl or nio-ssl, not '\(name)'") }
             config.tlsBackend = backend
         }
+        config.kernelTLS = try env.value(ktls ? true : nil, Self.ktls) ?? false
         try env.override(&config.eventLoopThreads, threads, Self.threads)
         try resolveLimits(&config, env)
         if let url = try env.value(publicURL, Self.publicURL) {

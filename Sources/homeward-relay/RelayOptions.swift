@@ -75,6 +75,11 @@ struct RelayOptions: ParsableArguments {
         valueName: "openssl|nio-ssl", default: defaults.tlsBackend.description)
     @Option(Self.tlsBackend) var tlsBackend: String?
 
+    static let ktls = RelayOption<Bool>(
+        "ktls",
+        "Kernel TLS: have the kernel encrypt and decrypt records (OpenSSL 3's SSL_OP_ENABLE_KTLS). Needs --tls-backend openssl and the kernel's tls module (tls listed in /proc/sys/net/ipv4/tcp_available_ulp). This version cannot serve it: its OpenSSL handler passes records through memory buffers, and OpenSSL gives the keys to the kernel only on a socket it owns. So with --ktls the relay refuses to start (exit 1) and says which of these are missing.")
+    @Flag(Self.ktls) var ktls = false
+
     static let logLevel = RelayOption<String>(
         "log-level", "trace, debug, info, notice, warning, error or critical.", default: Settings.defaultLogLevel.rawValue)
     @Option(Self.logLevel) var logLevel: String?

@@ -148,8 +148,11 @@ check "control: this openssl client can negotiate TLS 1.0 with SECLEVEL=0 (so a 
 # ------------------------------------------------------------------ relay 1: development certificate
 backend="${HOMEWARD_TLS_BACKEND:-nio-ssl}"
 echo "== TLS backend: $backend (HOMEWARD_TLS_BACKEND)"
-ldd "$relay_bin" | grep -q "libssl.so.3"
-check "the relay is linked against the system's libssl.so.3" $? "$(ldd "$relay_bin" | grep -i ssl)"
+# Matched in the captured text: `ldd | grep -q` under pipefail fails whenever grep exits before ldd has
+# written its last line (ldd then dies of SIGPIPE).
+libraries="$(ldd "$relay_bin" 2>&1)"
+[[ "$libraries" == *"libssl.so.3 => /"* ]]
+check "the relay is linked against the system's libssl.so.3" $? "$(printf '%s\n' "$libraries" | grep -i ssl)"
 
 out="$(timeout 20 "$relay_bin" --host 127.0.0.1 --port 0 --data-dir "$work/bad-backend" --tls-backend gnutls 2>&1)"
 rc=$?
@@ -159,6 +162,17 @@ out="$(HOMEWARD_TLS_BACKEND=boringssl timeout 20 "$relay_bin" --host 127.0.0.1 -
 rc=$?
 [ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "tls-backend must be openssl or nio-ssl"
 check "HOMEWARD_TLS_BACKEND=boringssl is refused with a clear message" $? "$out"
+# Kernel TLS cannot be served (the OpenSSL handler uses memory BIOs; this machine's kernel has no tls
+# module either): the flag stops the relay with exit 1 and the reasons, on either backend.
+out="$(timeout 20 "$relay_bin" --host 127.0.0.1 --port 0 --data-dir "$work/ktls" --tls-backend "$backend" --ktls 2>&1)"
+rc=$?
+[ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "cannot use kernel TLS (--ktls): " \
+    && printf '%s' "$out" | grep -q "memory buffers" && [ ! -e "$work/ktls" ]
+check "--ktls on $backend: exit 1 before listening, naming why kernel TLS cannot serve" $? "rc=$rc $out"
+if ! grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null; then
+    printf '%s' "$out" | grep -q "the kernel has no tls module loaded"
+    check "--ktls names the missing kernel tls module" $? "$out"
+fi
 
 echo "== relay with the generated development certificate"
 if start_relay dev; then
