@@ -44,13 +44,20 @@ extension Relay {
             return
         }
         do {
-            let count = try await store.applyCounting(changes, expecting: state.loadedChangeCount)
-            if changes.contains(where: \.concernsOtherRelays) {
+            let counted = changes.contains(where: \.concernsOtherRelays)
+            // The users the write concerns, at the versions this cache holds: the store refuses it when another
+            // relay wrote about one of them since (nil: a store that keeps no versions, nothing to check).
+            let scope = counted ? state.versions.map { cached in
+                Dictionary(uniqueKeysWithValues: (decidedFrom ?? state).writeScope(of: changes, after: state)
+                    .map { ($0, cached[$0, default: 0]) })
+            } : nil
+            let versions = try await store.applyChecked(changes, scope: scope)
+            if counted {
                 noticeNeeded = true
-                notice.commits?.append(ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached)))
+                notice.commits?.append(ChangeNotice.Commit(versions: versions, changes: changes.filter(\.isCached)))
             }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(count, changes: changes)
+            state.noteOwnWrite(versions, changes: changes)
             // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
             if noticeNeeded { await publishConfirmedNotice() }
         } catch let behind as StoreCacheBehind {

@@ -70,13 +70,17 @@ public actor Relay {
     var signedInTokens = SignedInTokens()
     /// Tokens this command revoked.
     var revokedTokens: [String] = []
-    /// When reading the store's change count last failed (see `catchUpWithStore`).
-    var changeCountFailedAt: Int64 = .min / 2
-    /// Set when a write was refused because the cache is behind the store: the store's count then (see `onCurrentCache`).
-    var cacheBehind: Int64?
+    /// When reading the store's versions last failed (see `catchUpWithStore`).
+    var versionsFailedAt: Int64 = .min / 2
+    /// Set when a write was refused because the cache is behind the store: the store's versions of the
+    /// write's users then (see `onCurrentCache`).
+    var cacheBehind: UserVersions?
+    /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a
+    /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
+    var decidedFrom: RelayState?
     /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
     var freshness = CacheFreshness()
-    /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
+    /// Other relays' notices in their users' order (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
     var heldCheckQueued = false
@@ -471,9 +475,19 @@ public actor Relay {
         }
     }
 
+    /// The user a request is about, whose writes elsewhere it must see (nil: a `hello` or `watch`, whose
+    /// token is looked up in the store when the cache does not know it).
+    private static func subject(of request: Request, auth: Authentication?) -> String? {
+        if let auth { return auth.username }
+        switch request {
+        case .register(let username, _, _), .login(let username, _): return username
+        default: return nil
+        }
+    }
+
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
-        await catchUpBeforeRequest()
+        await catchUpBeforeRequest(for: Self.subject(of: request, auth: auth))
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isBlocked(peer, now: clock()) else {
@@ -1022,8 +1036,10 @@ public actor Relay {
                                                           deciding: ContinuousClock.now - refused.first))
             }
         }
+        defer { decidedFrom = nil }
         while true {
             let before = state
+            decidedFrom = before
             cacheBehind = nil
             do {
                 return try await attempt()
@@ -1043,24 +1059,26 @@ public actor Relay {
     }
 
     /// How many times, and for how long, a request is decided and written before a refusal
-    /// (`StoreCacheBehind`) is its answer. Every counted write of the cluster moves the count that the others'
-    /// writes are checked against, so in a burst of writes on several relays (hundreds of friends accepting
-    /// invites at once) a relay may lose many times in a row; each loss costs a catch-up of a few
-    /// milliseconds, and some relay wins every round. Bounded so that a request never hangs.
+    /// (`StoreCacheBehind`) is its answer. Only writes about the same users refuse each other, but in a burst
+    /// about one user on several relays (hundreds of friends accepting one walker's invite at once) a relay may
+    /// lose many times in a row; each loss costs a catch-up of a few milliseconds, and some relay wins every
+    /// round. Bounded so that a request never hangs.
     public static let writeAttempts = 100
     static let writeRetryTime = Duration.seconds(5)
 
-    /// After a refused write: the commits this cache lacks (up to the store's count `current`) are another
-    /// relay's, whose notices are usually here already or within a few milliseconds. Applying them costs
-    /// microseconds where a reload reads the whole store (and the longer the catch-up, the likelier another
-    /// write slips in before the next attempt). So this waits up to `refusalCatchUpWait` for those notices,
-    /// and reloads only when they do not come (or cannot be placed: then `handleRemoteNotices` reloads).
-    func catchUp(to current: Int64) async -> Bool {
+    /// After a refused write: the commits this cache lacks (up to the store's versions `current` of the
+    /// write's users; none: those the held notices wait for) are another relay's, whose notices are usually
+    /// here already or within a few milliseconds. Applying them costs microseconds where a reload reads the
+    /// whole store (and the longer the catch-up, the likelier another write slips in before the next attempt).
+    /// So this waits up to `refusalCatchUpWait` for those notices, and reloads only when they do not come (or
+    /// cannot be placed: then `handleRemoteNotices` reloads).
+    func catchUp(to current: UserVersions? = nil) async -> Bool {
         // Real time, not `clock()` (the rules' clock, which tests move by hand): this waits for the bus.
         let deadline = ContinuousClock.now + Self.refusalCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if let applied = state.loadedChangeCount, applied >= current, !state.ownWriteAhead { return !unstored }
+            if let cached = state.versions, current.map({ $0.allSatisfy { cached[$0.key, default: 0] >= $0.value } })
+                ?? !sequencer.isHolding { return !unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
@@ -1078,6 +1096,9 @@ public actor Relay {
         // What was decided before is stored (or failed) first: a reload never drops a decision on its way.
         try? await writesSettled()
         lastReadBack = clock()
+        // Read before the load: every commit after the load's snapshot sends its notice on this connection or a
+        // later one, so a barrier on it shows every write (`catchUpBeforeRequest`).
+        let generation = bus.generation
         let stored: StoredState
         do {
             stored = try await store.load()
@@ -1089,10 +1110,11 @@ public actor Relay {
         }
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
+        freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
-        sequencer.reloaded(at: state.loadedChangeCount)
+        sequencer.reloaded(at: state.versions)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

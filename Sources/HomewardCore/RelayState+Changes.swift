@@ -152,28 +152,23 @@ extension RelayState {
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
     }
 
-    /// Whether this relay's own write (which took change count `count`) leaves the cache in the store's
-    /// order: it does when it directly follows the loaded count. Otherwise another relay's commit came
-    /// in between and is not applied here yet; applying it later would put it after this one, so the
-    /// cache counts as out of order until its next reload (`ownWriteAhead`).
-    /// Its own ends of sessions and alarms are remembered as the others' are (`RecentlyEnded`).
-    mutating func noteOwnWrite(_ count: Int64?, changes: [StoreChange]) {
+    /// This relay's own checked write, which moved its users' versions to `versions` (nil: the store keeps
+    /// none). The store checked that the cache held every earlier write about them, so the cache stays in the
+    /// store's order for each of them. Its own ends of sessions and alarms are remembered as the others' are
+    /// (`RecentlyEnded`).
+    mutating func noteOwnWrite(_ versions: UserVersions?, changes: [StoreChange]) {
         for change in changes {
             if case .endSession(let id, _, _) = change { endedSessions.insert(id) }
             if case .endAlarm(let id, _, _) = change { endedAlarms.insert(id) }
         }
-        guard let count, let loaded = loadedChangeCount else { return }
-        if count == loaded + 1 {
-            loadedChangeCount = count
-        } else {
-            ownWriteAhead = true
-        }
+        guard let versions, self.versions != nil else { return }
+        self.versions?.merge(versions) { max($0, $1) }
     }
 
-    /// Another relay's commit, with the change count it took, applied in order (see `NoticeSequencer`).
+    /// Another relay's commit, applied in its users' order (see `NoticeSequencer`).
     mutating func apply(_ commit: ChangeNotice.Commit) -> Set<String> {
         let touched = apply(commit.changes)
-        loadedChangeCount = commit.count
+        if let versions = commit.versions { self.versions?.merge(versions) { max($0, $1) } }
         return touched
     }
 }

@@ -3,7 +3,7 @@ import HomewardProtocol
 import Synchronization
 import XCTest
 
-/// A relay whose write is refused because another relay wrote since its cache was loaded
+/// A relay whose write is refused because another relay wrote about one of its users since its cache had them
 /// (`StoreCacheBehind`): it decides the request again on the reloaded state, and nothing of the refused
 /// attempt is sent or kept. Driven directly (manual clock, SQLite behind a `CountingStore` that checks writes, recording bus).
 final class RelayWriteConflictTests: XCTestCase {
@@ -77,7 +77,9 @@ final class RelayWriteConflictTests: XCTestCase {
         let id = setup.sessionId
         setup.store.interleave([{ stored in
             let changes = Self.carolAccepts(id)(stored)
-            relay.remoteChanges(ChangeNotice(node: "other", commits: [ChangeNotice.Commit(count: (stored.changeCount ?? 0) + 1, changes: changes)]))
+            // Carol's accept concerns alice, the session's owner: her version moves on by one.
+            let versions = ["alice": (stored.versions?["alice"] ?? 0) + 1]
+            relay.remoteChanges(ChangeNotice(node: "other", commits: [ChangeNotice.Commit(versions: versions, changes: changes)]))
             return changes
         }])
         let loads = setup.store.loads
