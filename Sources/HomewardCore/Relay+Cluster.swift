@@ -263,7 +263,7 @@ extension Relay: BusReceiver {
     func catchUpBeforeRequest(for user: String?) async {
         // Known to be down (a write failed and no read-back worked since): the read-backs catch up, and until
         // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
-        guard busIsShared, !unstored, state.versions != nil else { return }
+        guard busIsShared, !unstored, versions != nil else { return }
         let (running, submitted) = mailbox.withLock { ($0.taken, $0.submitted) }
         guard !freshness.covers(command: running) else { return }
         if freshness.mayUseBarrier(now: clock()) {
@@ -294,9 +294,9 @@ extension Relay: BusReceiver {
             versionsFailedAt = now
             return
         }
-        guard let current, let cached = state.versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) else { return }
+        guard let current, let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) else { return }
         await handleRemoteNotices(takeRemoteNotices())
-        if let cached = state.versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) {
+        if let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) {
             await reloadFromStore(afterRemoteChange: true)
         }
     }

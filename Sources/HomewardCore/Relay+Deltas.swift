@@ -9,7 +9,7 @@ extension Relay {
     /// Other relays' notices, in the order they came (possibly none: a look at those held).
     func handleRemoteNotices(_ notices: [ChangeNotice]) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        switch sequencer.take(notices, versions: state.versions, now: now) {
+        switch sequencer.take(notices, versions: versions, now: now) {
         case .apply(let commits, let ready):
             if !commits.isEmpty { apply(commits) }
             if !ready.isEmpty { await deliverNotices(ready) }
@@ -24,7 +24,10 @@ extension Relay {
     /// the presence table for the users whose audience may have changed, the pending alarms, the timer.
     private func apply(_ commits: [ChangeNotice.Commit]) {
         var touched = Set<String>()
-        for commit in commits { touched.formUnion(state.apply(commit)) }
+        for commit in commits {
+            touched.formUnion(state.apply(commit.changes))
+            if let moved = commit.versions { versions?.merge(moved) { max($0, $1) } }
+        }
         appliedCommits.increment(by: commits.count)
         syncPresence(owners: touched)
         alarmsPending.record(state.alarms.count)

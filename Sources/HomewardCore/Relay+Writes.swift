@@ -40,14 +40,14 @@ extension Relay {
             }
             journal.stage(changes)
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(nil, changes: changes)
+            state.noteOwnWrite(changes: changes)
             return
         }
         do {
             let counted = changes.contains(where: \.concernsOtherRelays)
             // The users the write concerns, at the versions this cache holds: the store refuses it when another
             // relay wrote about one of them since (nil: a store that keeps no versions, nothing to check).
-            let scope = counted ? state.versions.map { cached in
+            let scope = counted ? self.versions.map { cached in
                 Dictionary(uniqueKeysWithValues: (decidedFrom ?? state).writeScope(of: changes, after: state)
                     .map { ($0, cached[$0, default: 0]) })
             } : nil
@@ -57,7 +57,9 @@ extension Relay {
                 notice.commits?.append(ChangeNotice.Commit(versions: versions, changes: changes.filter(\.isCached)))
             }
             for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(versions, changes: changes)
+            state.noteOwnWrite(changes: changes)
+            // The store checked that the cache held every earlier write about these users: it stays in their order.
+            if let versions { self.versions?.merge(versions) { max($0, $1) } }
             // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
             if noticeNeeded { await publishConfirmedNotice() }
         } catch let behind as StoreCacheBehind {

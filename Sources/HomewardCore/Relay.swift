@@ -78,6 +78,12 @@ public actor Relay {
     /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a
     /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
     var decidedFrom: RelayState?
+    /// Each user's write version as the cache holds it (`RelayStore.applyChecked`): as loaded, moved on by every
+    /// commit applied since (this relay's own, `persist`, and the others', `Relay+Deltas`). Nil when the store
+    /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, so a
+    /// refused attempt's restore (`onCurrentCache`) has nothing of it to put back, and a write does not copy
+    /// every user's version while the attempt holds the state from before it.
+    var versions: UserVersions?
     /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
     var freshness = CacheFreshness()
     /// Other relays' notices in their users' order (see `Relay+Deltas`).
@@ -163,6 +169,7 @@ public actor Relay {
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
+        self.versions = stored.versions
         self.usernameFailures = LoginThrottle(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = LoginThrottle(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = LoginThrottle(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
@@ -1077,7 +1084,7 @@ public actor Relay {
         let deadline = ContinuousClock.now + Self.refusalCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if let cached = state.versions, current.map({ $0.allSatisfy { cached[$0.key, default: 0] >= $0.value } })
+            if let cached = versions, current.map({ $0.allSatisfy { cached[$0.key, default: 0] >= $0.value } })
                 ?? !sequencer.isHolding { return !unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
@@ -1114,7 +1121,8 @@ public actor Relay {
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
-        sequencer.reloaded(at: state.versions)
+        versions = stored.versions
+        sequencer.reloaded(at: versions)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

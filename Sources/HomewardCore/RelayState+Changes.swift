@@ -152,24 +152,13 @@ extension RelayState {
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
     }
 
-    /// This relay's own checked write, which moved its users' versions to `versions` (nil: the store keeps
-    /// none). The store checked that the cache held every earlier write about them, so the cache stays in the
-    /// store's order for each of them. Its own ends of sessions and alarms are remembered as the others' are
+    /// This relay's own write: its own ends of sessions and alarms are remembered as the others' are
     /// (`RecentlyEnded`).
-    mutating func noteOwnWrite(_ versions: UserVersions?, changes: [StoreChange]) {
+    mutating func noteOwnWrite(changes: [StoreChange]) {
         for change in changes {
             if case .endSession(let id, _, _) = change { endedSessions.insert(id) }
             if case .endAlarm(let id, _, _) = change { endedAlarms.insert(id) }
         }
-        guard let versions, self.versions != nil else { return }
-        self.versions?.merge(versions) { max($0, $1) }
-    }
-
-    /// Another relay's commit, applied in its users' order (see `NoticeSequencer`).
-    mutating func apply(_ commit: ChangeNotice.Commit) -> Set<String> {
-        let touched = apply(commit.changes)
-        if let versions = commit.versions { self.versions?.merge(versions) { max($0, $1) } }
-        return touched
     }
 }
 

@@ -49,10 +49,6 @@ public struct RelayState: Sendable {
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
-    /// Each user's write version as this cache holds it (`RelayStore.applyChecked`): as loaded, moved on by
-    /// every commit applied since (this relay's own, `noteOwnWrite`, and the others', `apply(_ commit:)`). Nil
-    /// when the store keeps none (a relay alone).
-    public internal(set) var versions: UserVersions?
     /// Sessions and alarms that ended lately, kept across reloads: a later save of one is ignored, as the
     /// store ignores it (see `RecentlyEnded`).
     var endedSessions = RecentlyEnded()
@@ -92,7 +88,6 @@ public struct RelayState: Sendable {
         for pause in stored.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
         for meeting in stored.meetings { index(meeting) }
         for message in stored.messages { index(message) }
-        versions = stored.versions
     }
 
     /// `a` and `b` became friends on another relay (a `friend.added` in its notice).

@@ -223,7 +223,7 @@ struct CacheDeltaTests {
         cache.unindex(session: "se_1")
         cache.unindex(share: "sh_1")
         cache.unindex(alarm: "al_1")
-        cache.noteOwnWrite(nil, changes: ends)
+        cache.noteOwnWrite(changes: ends)
         // Another relay, not knowing yet, saved both again.
         let stale = Self.script[10].filter { if case .saveSession = $0 { true } else { false } } + Self.script[12].filter(\.isCached)
         try await store.apply(stale)

@@ -75,8 +75,9 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(state.audience(of: "alice"), ["carol"], "bob was only invited; carol gets alice at all times")
         XCTAssertTrue(pair.other.presence.remoteAudience(of: "alice").contains { $0 === carol },
                       "the presence table follows the applied commits: alice's positions reach carol here")
-        XCTAssertEqual(state.versions, pair.store.versions, "the other cache holds every write about every user")
-        XCTAssertEqual(state.versions?["alice"], 3, "alice's three writes")
+        let versions = await pair.other.versions
+        XCTAssertEqual(versions, pair.store.versions, "the other cache holds every write about every user")
+        XCTAssertEqual(versions?["alice"], 3, "alice's three writes")
         let caches = try await pair.caches()
         XCTAssertEqual(caches.applied, caches.reloaded)
 
