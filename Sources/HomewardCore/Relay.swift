@@ -72,9 +72,12 @@ public actor Relay {
     var revokedTokens: [String] = []
     /// When reading the store's versions last failed (see `catchUpWithStore`).
     var versionsFailedAt: Int64 = .min / 2
-    /// Set when a write was refused because the cache is behind the store: the store's versions of the
-    /// write's users then (see `onCurrentCache`).
-    var cacheBehind: UserVersions?
+    /// On a shared store, this relay's own commits per user since the journal was last idle (`Relay+Writes`).
+    var ownCommits: UserVersions = [:]
+    /// The batch with the store now (its notice is sent once it is stored).
+    var committingBatch: [StoreChange] = []
+    /// The request being decided again after its write was refused (`decideAgain`), while it is.
+    var redecision: Redecision?
     /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a
     /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
     var decidedFrom: RelayState?
@@ -269,6 +272,8 @@ public actor Relay {
     /// One operation waiting its turn.
     enum Command: Sendable {
         case serve(Request, auth: Authentication?, peer: String, sink: any ClientSink, done: Completion)
+        /// A signed-in request whose write another relay's refused, decided again (`Relay+Writes`).
+        case decideAgain(Redecision)
         /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
         case disconnect(String, any ClientSink)
@@ -309,9 +314,9 @@ public actor Relay {
         var refreshQueued = false
         /// How the batch with the store ended, when it has and nobody has taken that yet: it is handled
         /// before the next command (see `Relay+Writes`).
-        var written: Result<Void, any Error>?
+        var written: Result<UserVersions?, any Error>?
         /// A command waiting for that (`writesSettled`) while the mailbox waits for it.
-        var writeWaiter: CheckedContinuation<Result<Void, any Error>, Never>?
+        var writeWaiter: CheckedContinuation<Result<UserVersions?, any Error>, Never>?
         /// Commands submitted and taken so far: while a command runs, `taken` is its number in submission
         /// order (`CacheFreshness`).
         var submitted = 0
@@ -321,7 +326,7 @@ public actor Relay {
     /// What the mailbox's task does next.
     private enum Turn {
         case command(Command)
-        case written(Result<Void, any Error>)
+        case written(Result<UserVersions?, any Error>)
     }
 
     /// Queues a notice behind at most one `refresh` command.
@@ -379,12 +384,6 @@ public actor Relay {
                 command = next
             }
             await handle(command)
-            // A refused write that no `onCurrentCache` decided again (bookkeeping stored with `try?`): the
-            // cache holds what was not stored and lacks what another relay stored; read it back now.
-            if cacheBehind != nil {
-                cacheBehind = nil
-                await reloadFromStore(afterRemoteChange: true)
-            }
             closeRevokedWhenStored()
             await afterCommand()
             startWrite()
@@ -400,6 +399,12 @@ public actor Relay {
                 guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             }
             await serveInTurn(request, auth: auth, peer: peer, sink: sink, done: done)
+        case .decideAgain(let again):
+            guard await stateIsStored() else { return again.done(.failure(Self.storageUnavailable)) }
+            await catchUpBeforeRequest(for: again.auth.username)
+            redecision = again
+            await serveSignedIn(again.request, auth: again.auth, peer: again.peer, sink: again.sink, done: again.done)
+            redecision = nil
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
@@ -466,6 +471,8 @@ public actor Relay {
     /// After `close`: nothing reaches the store; whoever waits is answered.
     private func refuseWhenClosed(_ command: Command) {
         switch command {
+        case .decideAgain(let again):
+            again.done(.failure(.storage("the relay is shutting down; try again")))
         case .serve(_, _, _, _, let done), .passwordChecked(_, _, _, _, let done), .pushChecked(_, _, let done):
             done(.failure(.storage("the relay is shutting down; try again")))
         case .disconnect(let username, let sink):
@@ -543,7 +550,7 @@ public actor Relay {
             await watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
-            await serveSignedIn(request, auth: auth, sink: sink, done: done)
+            await serveSignedIn(request, auth: auth, peer: peer, sink: sink, done: done)
         }
     }
 
@@ -741,7 +748,12 @@ public actor Relay {
 
     // MARK: Signed-in requests
 
-    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
+    private func serveSignedIn(_ request: Request, auth: Authentication, peer: String, sink: any ClientSink,
+                               done: @escaping Completion) async {
+        // Refused because another relay wrote first about one of its users: decided again (`decideAgain`).
+        let again = Redecision(request: request, auth: auth, peer: peer, sink: sink, done: done,
+                               attempts: (redecision?.attempts ?? 0) + 1, since: redecision?.since ?? ContinuousClock.now)
+        let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
             let decided = try await onCurrentCache { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
@@ -761,21 +773,22 @@ public actor Relay {
             }
             switch decided.write {
             case .persisted:
-                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) })
+                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) },
+                                 orRefused: refused)
             case .staged(let ifLost):
                 // Alarm spool: when its batch fails, the alarm operation is spooled and heard unstored (`Relay+Spool`).
                 await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { relay, error in
                     do throws(RelayError) { try await relay.spoolAndSend(ifLost) } catch { return done(.failure(error)) }
                     await answer(relay, ifLost.outcome)
-                })
+                }, orRefused: refused)
             case .spooled:
                 // Alarm spool: the store is down; spooled, it is heard now, marked `"stored": false`.
                 await answer(self, decided.outcome)
             }
         } catch {
             // A refusal is an answer like any other: in turn, after what was decided before is stored (it may
-            // tell of it: "already requested").
-            await answerInTurn(done, error)
+            // tell of it: "already requested"), and decided again when that was refused.
+            await answerInTurn(done, error, orRefused: refused)
         }
     }
 
@@ -1025,51 +1038,21 @@ public actor Relay {
 
     // MARK: Storage
 
-    /// Runs `attempt` (decide on the cache, store what it decided; send nothing before) and, when its write
-    /// was refused because another relay wrote since the cache was loaded (`StoreCacheBehind`), runs it again
-    /// on the state caught up with the store, up to `writeAttempts` times and `writeRetryTime` in all; then the refusal stands as
-    /// the storage error. Nothing of a refused attempt stays: the state from before it is what is reloaded
-    /// (what is not stored, such as rate limits and request notices, as it was before the attempt).
-    /// A relay alone is never refused: it runs `attempt` once, and keeps no copy of the state.
+    /// Runs `attempt` (decide on the cache and stage what it decided), remembering the state it decides from:
+    /// what a change names only by id (a session it ends) is looked up there to find the users it concerns
+    /// (`RelayState.writeScope`). Another relay's write that the decision missed is found when its batch is
+    /// checked (`writeRefused`).
     func onCurrentCache<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
-        var attempts = 1
-        let giveUp = ContinuousClock.now + Self.writeRetryTime
-        var refused: (count: Int, first: ContinuousClock.Instant)?
-        var gaveUp = false
-        defer {
-            if let refused {
-                contention.record(WriteContention.Attempt(refusals: refused.count, retries: attempts - 1, gaveUp: gaveUp,
-                                                          deciding: ContinuousClock.now - refused.first))
-            }
-        }
+        decidedFrom = state
         defer { decidedFrom = nil }
-        while true {
-            let before = state
-            decidedFrom = before
-            cacheBehind = nil
-            do {
-                return try await attempt()
-            } catch {
-                guard let current = cacheBehind else { throw error }
-                refused = (count: (refused?.count ?? 0) + 1, first: refused?.first ?? ContinuousClock.now)
-                cacheBehind = nil
-                state = before
-                let caughtUp = await catchUp(to: current)
-                guard caughtUp, attempts < Self.writeAttempts, ContinuousClock.now < giveUp else {
-                    gaveUp = true
-                    throw error
-                }
-                attempts += 1
-            }
-        }
+        return try await attempt()
     }
 
-    /// How many times, and for how long, a request is decided and written before a refusal
-    /// (`StoreCacheBehind`) is its answer. Only writes about the same users refuse each other, but in a burst
-    /// about one user on several relays (hundreds of friends accepting one walker's invite at once) a relay may
-    /// lose many times in a row; each loss costs a catch-up of a few milliseconds, and some relay wins every
-    /// round. Bounded so that a request never hangs.
+    /// How many times, and for how long, a request is decided again after a refusal (`StoreCacheBehind`) before
+    /// the refusal is its answer (`decideAgain`). Only writes about the same users refuse each other, but in a
+    /// burst about one user on several relays (hundreds of friends accepting one walker's invite at once) a
+    /// relay may lose many times in a row, and some relay wins every round. Bounded so that a request never hangs.
     public static let writeAttempts = 100
     static let writeRetryTime = Duration.seconds(5)
 
