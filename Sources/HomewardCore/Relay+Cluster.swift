@@ -254,7 +254,7 @@ extension Relay: BusReceiver {
     /// On the bus, nothing goes to PostgreSQL: one round trip to nats-server (`RelayBus.barrier`), after
     /// which every notice confirmed before the request came is in the mailbox (the writing relay had
     /// nats-server confirm it before replying, `publishConfirmedNotice`); those are applied, and when one is
-    /// held for an earlier commit whose notice is still on its way, that one is waited for (`catchUp`). A
+    /// held for an earlier commit whose notice is still on its way, that one is waited for (`catchUpWithHeldNotices`). A
     /// barrier covers every command submitted before it began (`CacheFreshness`), so under load one round
     /// trip serves the requests that queued meanwhile. A barrier is trusted on a bus connection that was up
     /// when the cache was last loaded whole (`reloadFromStore`; at start, `startBus` reloads once the bus is
@@ -270,7 +270,7 @@ extension Relay: BusReceiver {
             if let generation = await bus.barrier() {
                 if freshness.trusts(generation) {
                     await handleRemoteNotices(takeRemoteNotices())
-                    if sequencer.isHolding, !(await catchUp()) { return }
+                    if sequencer.isHolding, !(await catchUpWithHeldNotices()) { return }
                     freshness.checked(through: submitted)
                     return
                 }

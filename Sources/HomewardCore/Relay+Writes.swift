@@ -206,7 +206,9 @@ extension Relay {
         let (waiters, _) = journal.failed()
         ownCommits = [:]
         logger.debug("write refused: another relay wrote about the same user first", metadata: ["refusal": "\(behind)"])
-        await reloadFromStore(afterRemoteChange: true)
+        // As after a failed write: what the refused decisions noted in memory only (a friend request's
+        // notice, which would hold back the event of the same request decided again) starts afresh.
+        await reloadFromStore()
         for waiter in waiters {
             if let refused = waiter.refused {
                 await refused(self)

@@ -1056,27 +1056,24 @@ public actor Relay {
     public static let writeAttempts = 100
     static let writeRetryTime = Duration.seconds(5)
 
-    /// After a refused write: the commits this cache lacks (up to the store's versions `current` of the
-    /// write's users; none: those the held notices wait for) are another relay's, whose notices are usually
-    /// here already or within a few milliseconds. Applying them costs microseconds where a reload reads the
-    /// whole store (and the longer the catch-up, the likelier another write slips in before the next attempt).
-    /// So this waits up to `refusalCatchUpWait` for those notices, and reloads only when they do not come (or
-    /// cannot be placed: then `handleRemoteNotices` reloads).
-    func catchUp(to current: UserVersions? = nil) async -> Bool {
+    /// Before a request, when notices wait for a commit this cache lacks (another relay's, whose notice may be
+    /// published after a later one's and is usually here within a few milliseconds): applying it costs
+    /// microseconds where a reload reads the whole store. So this waits up to `heldCatchUpWait` for it, and
+    /// reloads only when it does not come (or cannot be placed: then `handleRemoteNotices` reloads).
+    func catchUpWithHeldNotices() async -> Bool {
         // Real time, not `clock()` (the rules' clock, which tests move by hand): this waits for the bus.
-        let deadline = ContinuousClock.now + Self.refusalCatchUpWait
+        let deadline = ContinuousClock.now + Self.heldCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if let cached = versions, current.map({ $0.allSatisfy { cached[$0.key, default: 0] >= $0.value } })
-                ?? !sequencer.isHolding { return !unstored }
+            if !sequencer.isHolding { return !unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
         return await reloadFromStore(afterRemoteChange: true)
     }
 
-    /// How long a relay whose write was refused waits for the missing commits' notices before it reloads.
-    static let refusalCatchUpWait = Duration.milliseconds(50)
+    /// How long a request waits for a held notice's missing commit before the relay reloads.
+    static let heldCatchUpWait = Duration.milliseconds(50)
 
     /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
     /// fails (the database is down), memory may hold changes that were never stored: it is marked

@@ -129,33 +129,36 @@ public final class PostgresStore: RelayStore {
     /// With a `scope`, moves each of its users' versions on by one first, in the transaction (one upsert, which
     /// row-locks those users until the commit, so writes about a common user go one after the other and
     /// writes about other users do not wait), and when a version was not the one the relay's cache holds
-    /// throws `StoreCacheBehind` and rolls back, nothing applied. Users are locked in sorted order, so two
-    /// writes never wait for each other's locks; should PostgreSQL find a deadlock anyway, the write is refused
-    /// the same way (the relay decides again). Without a scope (`apply`) it checks nothing.
+    /// throws `StoreCacheBehind` and rolls back, nothing applied. Without a scope (`apply`) it checks nothing.
+    /// A batch holds several decisions' changes, so two relays' batches can lock the same rows in another
+    /// order (a token's row, a user's last-seen time): when PostgreSQL breaks such a deadlock by rolling this
+    /// transaction back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         guard !changes.isEmpty else { return scope == nil ? nil : [:] }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
         if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
         return try await withConnection("write") { db, logger in
-            do {
-                return try await db.withTransaction(logger: logger) { db -> UserVersions? in
-                    var versions: UserVersions?
-                    if let scope {
-                        versions = try await Self.moveOn(scope, db: db, logger: logger)
+            var attempt = 1
+            while true {
+                do {
+                    return try await db.withTransaction(logger: logger) { db -> UserVersions? in
+                        let versions = try await scope.asyncMap { try await Self.moveOn($0, db: db, logger: logger) }
+                        for change in changes { try await change.execute(on: db, logger: logger) }
+                        return versions
                     }
-                    for change in changes { try await change.execute(on: db, logger: logger) }
-                    return versions
+                } catch let error as PostgresTransactionError {
+                    if let behind = error.closureError as? StoreCacheBehind { throw behind }
+                    guard Self.isDeadlock(error.closureError ?? error.commitError), attempt < Self.deadlockRetries else { throw error }
+                    logger.notice("PostgreSQL broke a deadlock between two writes; writing again", metadata: ["attempt": "\(attempt)"])
+                    attempt += 1
                 }
-            } catch let error as PostgresTransactionError {
-                if let behind = error.closureError as? StoreCacheBehind { throw behind }
-                if let scope, Self.isDeadlock(error.closureError) { throw StoreCacheBehind(expected: scope, current: scope) }
-                throw error
-            } catch let error as PSQLError where scope != nil && Self.isDeadlock(error) {
-                throw StoreCacheBehind(expected: scope ?? [:], current: scope ?? [:])
             }
         }
     }
+
+    /// How many times a write PostgreSQL rolled back to break a deadlock is run.
+    static let deadlockRetries = 5
 
     /// The versions of `scope`'s users, each moved on by one, or `StoreCacheBehind` when one was not the cache's.
     private static func moveOn(_ scope: UserVersions, db: PostgresConnection, logger: Logger) async throws -> UserVersions {
@@ -175,7 +178,7 @@ public final class PostgresStore: RelayStore {
     }
 
     /// PostgreSQL's deadlock error (SQLSTATE 40P01): it rolled one of the writes back.
-    private static func isDeadlock(_ error: (any Error)?) -> Bool {
+    static func isDeadlock(_ error: (any Error)?) -> Bool {
         (error as? PSQLError)?.serverInfo?[.sqlState] == "40P01"
     }
 
@@ -276,5 +279,15 @@ public final class PostgresStore: RelayStore {
             ("idle_in_transaction_session_timeout", "\(queryMilliseconds * 2)"),
             ("application_name", "homeward-relay"),
         ]
+    }
+}
+
+private extension Optional {
+    /// `map` for an async transform.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        switch self {
+        case .some(let value): try await transform(value)
+        case .none: nil
+        }
     }
 }

@@ -90,6 +90,21 @@ final class RelayWriteConflictTests: XCTestCase {
         XCTAssertEqual(setup.alice.events("session.accepted").map { $0["by"] }, ["bob"], "the refused attempt sent nothing")
     }
 
+    /// What a refused decision noted in memory only does not hold back the same request decided again: the
+    /// friend request's target still hears of it, once.
+    func testARefusedFriendRequestDecidedAgainStillReachesItsTarget() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        let (carol, _) = try await setup.harness.connect("carol")
+        // Another relay writes about bob (his alarm contacts) after this relay decided his request.
+        setup.store.interleave([{ _ in [.setAlarmContacts(owner: "bob", ["alice"])] }])
+        _ = try await setup.harness.ok(.friendRequest(username: "carol"), as: setup.bobAuth, sink: setup.bob)
+        XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
+        await setup.harness.relay.drain()
+        XCTAssertEqual(carol.events("friend.request").count, 1, "carol heard of bob's request once: \(carol.messages)")
+        let requests = try await setup.store.load().friendRequests.map { "\($0.from)>\($0.to)" }
+        XCTAssertEqual(requests, ["bob>carol"])
+    }
+
     func testAWriteRefusedAtEveryAttemptAnswersStorageAndSendsNothing() async throws {
         let setup = try await aliceInvitesBobAndCarol()
         // Another relay writes before each of the relay's attempts (carol accepts, then again: the same row).
