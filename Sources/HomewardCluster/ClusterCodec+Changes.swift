@@ -1,20 +1,21 @@
 import HomewardCore
 import HomewardProtocol
 
-/// A change notice's commits on the bus: `"changesVersion": 1` and `"commits": [{"count": n, "changes": [...]}]`,
+/// A change notice's commits on the bus: `"changesVersion": 2` and
+/// `"commits": [{"versions": {"ann": 4, "bob": 7}, "changes": [...]}]` (`versions` null when the store keeps none),
 /// each change an object named by `op`. A receiver that finds another version, no version, or anything it
 /// cannot read in them gets `commits == nil` and reloads its cache from the store; the notice's events
 /// still go out. Password hashes are not sent (no cache holds them; a login reads the store).
 extension ClusterCodec {
     /// Bumped whenever the encoding of a change, or what applying one means, changes.
-    static let changesVersion: Int64 = 1
+    static let changesVersion: Int64 = 2
 
     static func members(of commits: [ChangeNotice.Commit]?) -> [(String, JSONValue)] {
         guard let commits else { return [] }
         return [
             ("changesVersion", .int(changesVersion)),
             ("commits", .array(commits.map { commit in
-                .object([("count", commit.count.map(JSONValue.int) ?? .null), ("changes", .array(commit.changes.map(encode)))])
+                .object([("versions", commit.versions.map(encode) ?? .null), ("changes", .array(commit.changes.map(encode)))])
             })),
         ]
     }
@@ -25,11 +26,17 @@ extension ClusterCodec {
         do {
             return try commits.map { commit in
                 let fields = ChangeFields(commit)
-                return ChangeNotice.Commit(count: try fields.optionalInt("count"), changes: try fields.array("changes").map(decodeChange))
+                return ChangeNotice.Commit(versions: try fields.optionalVersions("versions"),
+                                           changes: try fields.array("changes").map(decodeChange))
             }
         } catch {
             return nil
         }
+    }
+
+    /// Users in sorted order: the same commit always encodes the same.
+    static func encode(_ versions: UserVersions) -> JSONValue {
+        .object(versions.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })
     }
 
     static func encode(_ change: StoreChange) -> JSONValue {
@@ -278,6 +285,17 @@ struct ChangeFields {
     /// Any JSON number: the writer writes a whole double without its fraction only when asked to.
     func double(_ key: String) throws(ClusterCodec.DecodingError) -> Double { try required(key, \.numberValue) }
     func optionalDouble(_ key: String) throws(ClusterCodec.DecodingError) -> Double? { try optional(key, \.numberValue) }
+    /// An object of usernames to non-negative integers (a commit's `versions`); absent and null read as nil.
+    func optionalVersions(_ key: String) throws(ClusterCodec.DecodingError) -> UserVersions? {
+        try optional(key) { value -> UserVersions? in
+            guard case .object(let members) = value else { return nil }
+            var versions = UserVersions()
+            for (user, version) in members {
+                guard case .int(let number) = version, number >= 0, versions.updateValue(number, forKey: user) == nil else { return nil }
+            }
+            return versions
+        }
+    }
     func bool(_ key: String) throws(ClusterCodec.DecodingError) -> Bool {
         try required(key) { if case .bool(let value) = $0 { value } else { nil } }
     }

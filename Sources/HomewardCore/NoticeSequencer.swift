@@ -1,14 +1,19 @@
-/// Puts the other relays' change notices in the order their commits took in the store, and decides for
-/// each batch whether the cache can apply their changes or must reload.
+/// Puts the other relays' commits in the order the store gave the users they concern, and decides for each
+/// batch of notices whether the cache can apply their changes or must reload.
 ///
-/// A commit can be applied only when its change count is the one after the cache's (`loadedChangeCount`):
-/// then the cache held every commit before it. Notices from different relays may arrive out of that order
-/// (each relay's notices come in the order it sent them, but nothing orders two relays'), so a notice whose
-/// commits are ahead is held, with every notice after it (events go out in the order notices came), until
-/// the missing commit's notice arrives, for at most `holdLimit`; then the cache reloads. Anything else it
-/// cannot place reloads at once: a commit at or below the cache's count (it may have been committing while
-/// the cache loaded), a notice without commits it can read (`commits == nil`), a store that counts nothing,
-/// or a cache this relay's own write put out of order (`RelayState.ownWriteAhead`).
+/// Every checked write moves the version of each user it concerns on by one (`RelayStore.applyChecked`), and
+/// its notice carries the versions it gave them. A commit can be applied when, for each of its users, the
+/// cache holds the version just before: it then holds every earlier write about them, and writes about other
+/// users commute with it (each stored entity is written only with its owner among the users, so two commits
+/// that change one entity share a user and are ordered by that user's versions). A commit whose users the
+/// cache already holds at its versions or later came before the cache's last load and is skipped.
+///
+/// Notices from different relays may arrive out of their users' order (each relay's notices come in the order
+/// it sent them, but nothing orders two relays'), so a commit that is ahead for some user waits, and its notice
+/// is held with every notice after it (events go out in the order notices came), until the missing commit's
+/// notice arrives, for at most `holdLimit`; then the cache reloads. Anything it cannot place reloads at once: a
+/// notice without commits it can read (`commits == nil`), a commit without versions (a store that keeps none),
+/// or a commit the cache holds for some of its users and lacks for others (it cannot have been applied by half).
 struct NoticeSequencer {
     /// Notices waiting for a commit before theirs, in the order they came; commits already applied removed.
     private(set) var held: [ChangeNotice] = []
@@ -21,7 +26,8 @@ struct NoticeSequencer {
     }
 
     /// 100 ms: a commit on another relay reaches here within a few milliseconds of the next one's notice,
-    /// unless it never does (its transaction failed after taking its count): then the reload is not long in coming.
+    /// unless it never does (lost with a relay that died between its commit and its publish): then the reload
+    /// is not long in coming.
     static let defaultHoldLimit: UInt64 = 100_000_000
 
     enum Step: Equatable {
@@ -31,25 +37,68 @@ struct NoticeSequencer {
         case reload(deliver: [ChangeNotice])
     }
 
-    /// What to do with `notices` (just received; may be none) and those still held, for a cache at `loaded`.
-    mutating func take(_ notices: [ChangeNotice], loaded: Int64?, inOrder: Bool, now: UInt64) -> Step {
+    /// Where a commit stands against a cache's versions.
+    enum Placement: Equatable {
+        /// The cache holds it (a load after it): skipped.
+        case held
+        /// The cache holds every write before it about each of its users: apply it now.
+        case next
+        /// A write before it about one of its users is missing here: wait for that commit's notice.
+        case ahead
+        /// Held for some of its users and missing for others: the cache is not what the store had at any time.
+        case inconsistent
+    }
+
+    static func placement(of versions: UserVersions, in cache: UserVersions) -> Placement {
+        var held = 0, next = 0
+        for (user, version) in versions {
+            let cached = cache[user] ?? 0
+            if cached >= version { held += 1 } else if cached == version - 1 { next += 1 }
+        }
+        if held == versions.count, !versions.isEmpty { return .held }
+        if next == versions.count { return .next }
+        return held == 0 ? .ahead : .inconsistent
+    }
+
+    /// What to do with `notices` (just received; may be none) and those still held, for a cache at `versions`
+    /// (nil: the cache keeps none, so it cannot place any commit).
+    mutating func take(_ notices: [ChangeNotice], versions: UserVersions?, now: UInt64) -> Step {
         var queue = held + notices
         held = []
-        let commits = queue.flatMap { $0.commits ?? [] }
-        let counts = commits.compactMap(\.count)
-        guard inOrder, let loaded, queue.allSatisfy({ $0.commits != nil }), counts.count == commits.count,
-              counts.allSatisfy({ $0 > loaded }), Set(counts).count == counts.count else {
+        guard var cache = versions,
+              queue.allSatisfy({ notice in notice.commits.map { $0.allSatisfy { $0.versions != nil } } ?? false }) else {
             heldSince = nil
             return .reload(deliver: queue)
         }
-        var byCount = Dictionary(uniqueKeysWithValues: commits.map { ($0.count!, $0) })
-        var next = loaded + 1
+        // Applies whatever can be applied, in the order the notices came, until nothing more can: a commit
+        // that waits may be waiting for one of a later notice (another relay's).
         var run: [ChangeNotice.Commit] = []
-        while let commit = byCount.removeValue(forKey: next) {
-            run.append(commit)
-            next += 1
+        var progress = true
+        while progress {
+            progress = false
+            for index in queue.indices {
+                var waiting: [ChangeNotice.Commit] = []
+                // A relay's commits in one notice keep their order: once one waits, those after it wait too.
+                for commit in queue[index].commits ?? [] {
+                    let versions = commit.versions ?? [:]
+                    guard waiting.isEmpty else { waiting.append(commit); continue }
+                    switch Self.placement(of: versions, in: cache) {
+                    case .held:
+                        progress = true
+                    case .next:
+                        run.append(commit)
+                        cache.merge(versions) { max($0, $1) }
+                        progress = true
+                    case .ahead:
+                        waiting.append(commit)
+                    case .inconsistent:
+                        heldSince = nil
+                        return .reload(deliver: queue)
+                    }
+                }
+                queue[index].commits = waiting
+            }
         }
-        for index in queue.indices { queue[index].commits?.removeAll { $0.count! < next } }
         let ready = queue.prefix { $0.commits?.isEmpty ?? false }.count
         held = Array(queue.dropFirst(ready))
         guard !held.isEmpty else {
@@ -67,16 +116,18 @@ struct NoticeSequencer {
         return .apply(run, deliver: Array(queue.prefix(ready)))
     }
 
-    /// The cache was reloaded, at `loaded`, for another reason: every commit of the notices held (they
-    /// came before the reload began, so were committed) is in it. Notices left with nothing to wait for
-    /// are delivered at the next `take`.
-    mutating func reloaded(at loaded: Int64?) {
-        guard let loaded else { return }
-        for index in held.indices { held[index].commits?.removeAll { ($0.count ?? .max) <= loaded } }
+    /// The cache was reloaded, at `versions`, for another reason: every commit of the notices held (they came
+    /// before the reload began, so were committed) is in it. Notices left with nothing to wait for are
+    /// delivered at the next `take`.
+    mutating func reloaded(at versions: UserVersions?) {
+        guard let versions else { return }
+        for index in held.indices {
+            held[index].commits?.removeAll { Self.placement(of: $0.versions ?? [:], in: versions) == .held }
+        }
     }
 
-    /// The highest commit count among the notices held: the cache lacks the commits up to it (nil when none is held).
-    var highestHeldCount: Int64? { held.flatMap { $0.commits ?? [] }.compactMap(\.count).max() }
+    /// Whether notices wait for a commit this cache lacks.
+    var isHolding: Bool { !held.isEmpty }
 
     /// How long until the oldest held notice's wait is over (nil when none is held).
     func remainingHold(now: UInt64) -> UInt64? {

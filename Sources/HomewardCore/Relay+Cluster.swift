@@ -52,6 +52,9 @@ extension Relay: BusReceiver {
     public nonisolated func startBus() async throws {
         try await bus.start(delivering: self)
         guard busIsShared else { return }
+        // The cache was loaded before the bus was up: writes committed meanwhile sent their notices to nobody
+        // here. Reloaded once the bus is up (as after a reconnect), so that its barriers can be trusted.
+        submit(.busBack)
         submit(.presenceTick)
     }
 
@@ -218,8 +221,7 @@ extension Relay: BusReceiver {
         backlogShown = nil
         caughtUp = [:]
         caughtUpAt = clock()
-        let generation = bus.generation
-        if await reloadFromStore(afterRemoteChange: true) { freshness.currentWithStore(onBus: generation) }
+        await reloadFromStore(afterRemoteChange: true)
         await syncInterest()
         let now = clock()
         var delivered: [StoreChange] = []
@@ -252,21 +254,23 @@ extension Relay: BusReceiver {
     /// On the bus, nothing goes to PostgreSQL: one round trip to nats-server (`RelayBus.barrier`), after
     /// which every notice confirmed before the request came is in the mailbox (the writing relay had
     /// nats-server confirm it before replying, `publishConfirmedNotice`); those are applied, and when one is
-    /// held for an earlier commit whose notice is still on its way, that one is waited for (`catchUp`). A
+    /// held for an earlier commit whose notice is still on its way, that one is waited for (`catchUpWithHeldNotices`). A
     /// barrier covers every command submitted before it began (`CacheFreshness`), so under load one round
-    /// trip serves the requests that queued meanwhile. Without a barrier to trust (the bus lost, slow, not
-    /// started, or reconnected and not checked against the store since), the store's count (`catchUpWithStore`).
-    func catchUpBeforeRequest() async {
+    /// trip serves the requests that queued meanwhile. A barrier is trusted on a bus connection that was up
+    /// when the cache was last loaded whole (`reloadFromStore`; at start, `startBus` reloads once the bus is
+    /// up). Without one to trust (the bus lost, slow, or reconnected and the reload not done yet), the store
+    /// is asked for the versions of the user the request is about (`catchUpWithStore`).
+    func catchUpBeforeRequest(for user: String?) async {
         // Known to be down (a write failed and no read-back worked since): the read-backs catch up, and until
         // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
-        guard busIsShared, !unstored, state.loadedChangeCount != nil else { return }
+        guard busIsShared, !unstored, versions != nil else { return }
         let (running, submitted) = mailbox.withLock { ($0.taken, $0.submitted) }
         guard !freshness.covers(command: running) else { return }
         if freshness.mayUseBarrier(now: clock()) {
             if let generation = await bus.barrier() {
                 if freshness.trusts(generation) {
                     await handleRemoteNotices(takeRemoteNotices())
-                    if let held = sequencer.highestHeldCount, !(await catchUp(to: held)) { return }
+                    if sequencer.isHolding, !(await catchUpWithHeldNotices()) { return }
                     freshness.checked(through: submitted)
                     return
                 }
@@ -274,35 +278,27 @@ extension Relay: BusReceiver {
                 freshness.barrierFailed(at: clock())
             }
         }
-        if await catchUpWithStore() { freshness.checked(through: submitted) }
+        if let user { await catchUpWithStore(for: user) }
     }
 
-    /// When the store has committed changes this cache has not applied (another relay's commit whose notice
-    /// is still on its way, or was lost with the bus), catches up: with the notices already received, else
-    /// by reloading. One small read (the sequence's last value); a reload only when the cache really is
-    /// behind what it has heard of. Returns whether the cache was found current.
-    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then
-    /// go on with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
-    func catchUpWithStore() async -> Bool {
-        guard let loaded = state.loadedChangeCount else { return false }
+    /// When the store holds a write about `user` that this cache has not applied (another relay's commit whose
+    /// notice is still on its way, or was lost with the bus), catches up: with the notices already received,
+    /// else by reloading. One small read (the user's version); a reload only when the cache really is behind.
+    /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then go on
+    /// with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
+    func catchUpWithStore(for user: String) async {
         let now = clock()
-        guard now - changeCountFailedAt >= Self.readBackInterval else { return false }
-        // Read before the count: notices lost in an outage that ended before it, the count shows.
-        let generation = bus.generation
-        let current: Int64?
-        do { current = try await store.changeCount() } catch {
-            changeCountFailedAt = now
-            return false
+        guard now - versionsFailedAt >= Self.readBackInterval else { return }
+        let current: UserVersions?
+        do { current = try await store.versions(of: [user]) } catch {
+            versionsFailedAt = now
+            return
         }
-        guard let current else { return false }
-        if current > loaded {
-            await handleRemoteNotices(takeRemoteNotices())
-            if let applied = state.loadedChangeCount, current > applied {
-                guard await reloadFromStore(afterRemoteChange: true) else { return false }
-            }
+        guard let current, let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) else { return }
+        await handleRemoteNotices(takeRemoteNotices())
+        if let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) {
+            await reloadFromStore(afterRemoteChange: true)
         }
-        freshness.currentWithStore(onBus: generation)
-        return true
     }
 
     /// A `hello` with a token this cache does not know may carry one another relay just issued. One it

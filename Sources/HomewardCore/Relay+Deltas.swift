@@ -1,15 +1,15 @@
 import Dispatch
 
-/// Other relays' commits applied to this relay's cache (issue 13): a change notice carries the changes its
-/// relay committed and the change count each commit took, so a relay whose cache is at the count before
-/// applies them (`RelayState.apply`) instead of reading the whole store again. Reloading stays the answer
-/// whenever the order is not certain (`NoticeSequencer`): a gap that does not fill within its hold limit, a
-/// commit the cache may already hold, a notice without readable changes, a reconnect.
+/// Other relays' commits applied to this relay's cache: a change notice carries the changes its relay
+/// committed and the versions each commit gave the users it concerns, so a relay whose cache holds every
+/// earlier write about those users applies them (`RelayState.apply`) instead of reading the whole store
+/// again. Reloading stays the answer whenever the order is not certain (`NoticeSequencer`): a gap that does
+/// not fill within its hold limit, a notice without readable changes, a reconnect.
 extension Relay {
     /// Other relays' notices, in the order they came (possibly none: a look at those held).
     func handleRemoteNotices(_ notices: [ChangeNotice]) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        switch sequencer.take(notices, loaded: state.loadedChangeCount, inOrder: !state.ownWriteAhead, now: now) {
+        switch sequencer.take(notices, versions: versions, now: now) {
         case .apply(let commits, let ready):
             if !commits.isEmpty { apply(commits) }
             if !ready.isEmpty { await deliverNotices(ready) }
@@ -24,7 +24,10 @@ extension Relay {
     /// the presence table for the users whose audience may have changed, the pending alarms, the timer.
     private func apply(_ commits: [ChangeNotice.Commit]) {
         var touched = Set<String>()
-        for commit in commits { touched.formUnion(state.apply(commit)) }
+        for commit in commits {
+            touched.formUnion(state.apply(commit.changes))
+            if let moved = commit.versions { versions?.merge(moved) { max($0, $1) } }
+        }
         appliedCommits.increment(by: commits.count)
         syncPresence(owners: touched)
         alarmsPending.record(state.alarms.count)

@@ -37,10 +37,9 @@ extension Relay {
             let decided = outcome
             do {
                 try await persistWithPushes(&outcome, now: now)
-                guard !busIsShared, let ifLost = unstoredAlarm(decided, now: now) else { return .persisted }
+                guard let ifLost = unstoredAlarm(decided, now: now) else { return .persisted }
                 return .staged(ifLost: ifLost)
             } catch {
-                guard cacheBehind == nil else { throw error }
                 outcome = decided
             }
         }

@@ -1,82 +1,76 @@
 import Dispatch
+import HomewardProtocol
 
 /// The relay's write path: how what it decides becomes durable before anyone hears of it, and what
-/// happens when that fails.
+/// happens when that fails or another relay wrote first.
 ///
-/// A relay alone (`!busIsShared`) decides from memory and does not wait for the disk between operations
-/// (the LMAX way: one serial decider, its output journaled in batches, released after the journal).
-/// `persist` stages an operation's changes in the `WriteJournal`; `whenStored` puts what the operation
-/// makes heard (reply, events, audience, push wake) behind them. After each command the next batch goes
-/// to the store when none is there (`startWrite`): all that was staged meanwhile, one transaction, one
-/// fsync on SQLite. Its end comes back through the mailbox (`Mailbox.written`, handled before the next
-/// command), which releases the batch's waiters in order, or fails them and everything decided after them
-/// (`writeFailed`, then the state is read back from the store).
+/// The relay decides from memory and does not wait for the store between operations (the LMAX way: one
+/// serial decider, its output journaled in batches, released after the journal). `persist` stages an
+/// operation's changes in the `WriteJournal`; `whenStored` puts what the operation makes heard (reply,
+/// events, audience, push wake) behind them. After each command the next batch goes to the store when none
+/// is there (`startWrite`): all that was staged meanwhile, one transaction (one fsync on SQLite). Its end
+/// comes back through the mailbox (`Mailbox.written`, handled before the next command), which releases the
+/// batch's waiters in order, or fails them and everything decided after them (`writeFailed`, then the state
+/// is read back from the store).
 ///
-/// A relay on a shared bus stores each operation before it decides the next, as its writes are checked
-/// against the other relays' (`onCurrentCache`): there `persist` commits at once and `whenStored` runs
-/// its work at once. Its journal stays empty.
+/// On a shared store (a cluster) the batch is checked against the other relays' writes about the same users
+/// (`RelayStore.applyChecked`): each decision stages, with its changes, the version of each user it concerns
+/// that it saw, less this relay's own commits since (`ownCommits`), so that a batch is checked with what its
+/// decisions saw plus what this relay itself committed meanwhile. A committed batch is told to the other
+/// relays (its notice confirmed by nats-server) before its waiters are released. A refused batch
+/// (`writeRefused`) means a decision in it missed another relay's write: the state, which holds it and what
+/// was decided on top of it, is read back, and each of their requests is decided again (`decideAgain`).
 extension Relay {
     /// What waits for the journal: `release` once everything decided before it is stored, `fail` when
-    /// a write it waits for failed (an alarm operation's spools and delivers instead, `Relay+Spool`). Both
-    /// run on the relay, in the order they were decided.
+    /// a write it waits for failed (an alarm operation's spools and delivers instead, `Relay+Spool`),
+    /// `refused` when another relay wrote first (a request is decided again; by default it fails). All run
+    /// on the relay, in the order they were decided.
     struct WriteWaiter: Sendable {
         let release: @Sendable (isolated Relay) async -> Void
         let fail: @Sendable (isolated Relay, RelayError) async -> Void
+        var refused: (@Sendable (isolated Relay) async -> Void)?
     }
 
-    /// Makes `changes` durable before anything decided after them is heard of. On a relay alone they join
-    /// the next batch (refused while the state holds a failed write: `unstored`); on a shared bus they are
-    /// committed now, and a refusal (`StoreCacheBehind`) is thrown for `onCurrentCache` to decide again.
+    /// Makes `changes` durable before anything decided after them is heard of: they join the next batch
+    /// (refused while the state holds a failed write: `unstored`).
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
-        guard busIsShared else {
-            guard !unstored else { throw Self.storageUnavailable }
-            // A change no store can hold would fail its whole batch, the neighbours' decisions with it: it
-            // fails here, alone, as its write would have (the state is read back before the next decision).
-            if let key = changes.lazy.compactMap(\.keyWithNUL).first {
-                let error = StoreKeyError(key: key)
-                writeFailed(error, lost: changes)
-                throw .storage("\(error)")
-            }
-            journal.stage(changes)
-            for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(nil, changes: changes)
-            return
-        }
-        do {
-            let count = try await store.applyCounting(changes, expecting: state.loadedChangeCount)
-            if changes.contains(where: \.concernsOtherRelays) {
-                noticeNeeded = true
-                notice.commits?.append(ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached)))
-            }
-            for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
-            state.noteOwnWrite(count, changes: changes)
-            // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
-            if noticeNeeded { await publishConfirmedNotice() }
-        } catch let behind as StoreCacheBehind {
-            // Nothing was stored and storage works: the caller decides again on a fresh cache (`onCurrentCache`).
-            cacheBehind = behind.current
-            logger.debug("write refused: the cache is behind the store", metadata: ["error": "\(behind)"])
-            throw .storage("\(behind)")
-        } catch {
+        guard !unstored else { throw Self.storageUnavailable }
+        // A change no store can hold would fail its whole batch, the neighbours' decisions with it: it
+        // fails here, alone, as its write would have (the state is read back before the next decision).
+        if let key = changes.lazy.compactMap(\.keyWithNUL).first {
+            let error = StoreKeyError(key: key)
             writeFailed(error, lost: changes)
             throw .storage("\(error)")
         }
+        journal.stage(changes, bases: writeBases(of: changes))
+        for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
+        state.noteOwnWrite(changes: changes)
+    }
+
+    /// On a shared store, for each user `changes` concern (`RelayState.writeScope`): the version this decision
+    /// saw, less this relay's own commits since the journal was last idle. Empty on a relay alone.
+    private func writeBases(of changes: [StoreChange]) -> UserVersions {
+        guard busIsShared, let cached = versions, changes.contains(where: \.concernsOtherRelays) else { return [:] }
+        let users = (decidedFrom ?? state).writeScope(of: changes, after: state)
+        return Dictionary(uniqueKeysWithValues: users.map { ($0, cached[$0, default: 0] - ownCommits[$0, default: 0]) })
     }
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a
-    /// write it waits for fails. While the state holds a failed write (`unstored`), nothing is waiting: a
-    /// decision then changed nothing (the write of one that does is refused, `persist`), or it is an alarm
-    /// operation, spooled.
+    /// write it waits for fails, `refused` (when given; else `fail`) when another relay wrote first. While the
+    /// state holds a failed write (`unstored`), nothing is waiting: a decision then changed nothing (the write
+    /// of one that does is refused, `persist`), or it is an alarm operation, spooled.
     func whenStored(_ release: @escaping @Sendable (isolated Relay) async -> Void,
-                    orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in }) async {
-        if let now = journal.whenStored(WriteWaiter(release: release, fail: fail)) { await now.release(self) }
+                    orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in },
+                    orRefused refused: (@Sendable (isolated Relay) async -> Void)? = nil) async {
+        if let now = journal.whenStored(WriteWaiter(release: release, fail: fail, refused: refused)) { await now.release(self) }
     }
 
     /// Answers a request with `error` once everything decided before it is stored, so that a connection's
     /// answers keep its requests' order and a refusal never tells of what is not stored.
-    func answerInTurn(_ done: @escaping Completion, _ error: RelayError) async {
-        await whenStored({ _ in done(.failure(error)) }, orElse: { _, failure in done(.failure(failure)) })
+    func answerInTurn(_ done: @escaping Completion, _ error: RelayError,
+                      orRefused refused: (@Sendable (isolated Relay) async -> Void)? = nil) async {
+        await whenStored({ _ in done(.failure(error)) }, orElse: { _, failure in done(.failure(failure)) }, orRefused: refused)
     }
 
     /// `whenStored` for work that needs no suspension, from code that has none (nothing is sent when a
@@ -97,29 +91,37 @@ extension Relay {
         guard writeFailures == failuresBefore else { throw .storage(lastWriteError) }
     }
 
-    /// On a relay alone, the connections signed in with tokens a command revoked close once the revocation
-    /// is stored, after that command's reply (the connection that sent `logout` is signed out by then and
-    /// stays). On a shared bus `afterCommand` closes them, the revocation being stored already.
+    /// The connections signed in with tokens a command revoked close once the revocation is stored, after
+    /// that command's reply (the connection that sent `logout` is signed out by then and stays); the other
+    /// relays hear of the revocation with the notice that follows.
     func closeRevokedWhenStored() {
-        guard !busIsShared, !revokedTokens.isEmpty else { return }
+        guard !revokedTokens.isEmpty else { return }
         let revoked = revokedTokens
         revokedTokens.removeAll()
-        afterStored { relay in relay.closeConnections(signedInWith: revoked) }
+        afterStored { relay in
+            relay.closeConnections(signedInWith: revoked)
+            if relay.busIsShared { relay.notice.revokedTokens += revoked }
+        }
     }
 
     /// Sends the next batch to the store when none is there.
     func startWrite() {
         guard let batch = journal.nextBatch() else { return }
-        commit(batch)
+        committingBatch = batch
+        // Checked on a shared store: each user at the oldest version a decision in the batch saw, plus this
+        // relay's own commits since (a decision that missed another relay's write then fails the check).
+        let counted = busIsShared && batch.contains(where: \.concernsOtherRelays)
+        let scope: UserVersions? = counted && versions != nil
+            ? journal.committingBases.reduce(into: [:]) { $0[$1.key] = $1.value + ownCommits[$1.key, default: 0] } : nil
+        commit(batch, scope: scope)
     }
 
     /// Applies one batch, off the relay's queue; its end comes back through the mailbox.
-    private nonisolated func commit(_ batch: [StoreChange]) {
+    private nonisolated func commit(_ batch: [StoreChange], scope: UserVersions?) {
         Task {
-            let result: Result<Void, any Error>
+            let result: Result<UserVersions?, any Error>
             do {
-                try await store.apply(batch)
-                result = .success(())
+                result = .success(try await store.applyChecked(batch, scope: scope))
             } catch {
                 result = .failure(error)
             }
@@ -128,8 +130,8 @@ extension Relay {
     }
 
     /// A batch's end: to the command waiting for it (`writesSettled`), else to the mailbox, ahead of the commands.
-    private nonisolated func written(_ result: Result<Void, any Error>) {
-        let (waiter, start) = mailbox.withLock { mailbox -> (CheckedContinuation<Result<Void, any Error>, Never>?, Bool) in
+    private nonisolated func written(_ result: Result<UserVersions?, any Error>) {
+        let (waiter, start) = mailbox.withLock { mailbox -> (CheckedContinuation<Result<UserVersions?, any Error>, Never>?, Bool) in
             if let waiter = mailbox.writeWaiter {
                 mailbox.writeWaiter = nil
                 return (waiter, false)
@@ -144,9 +146,9 @@ extension Relay {
     }
 
     /// The end of the batch with the store, for a command that waits for it inside its turn.
-    private func nextWriteResult() async -> Result<Void, any Error> {
+    private func nextWriteResult() async -> Result<UserVersions?, any Error> {
         await withCheckedContinuation { continuation in
-            let ready = mailbox.withLock { mailbox -> Result<Void, any Error>? in
+            let ready = mailbox.withLock { mailbox -> Result<UserVersions?, any Error>? in
                 if let written = mailbox.written {
                     mailbox.written = nil
                     return written
@@ -159,19 +161,85 @@ extension Relay {
     }
 
     /// Releases a stored batch's waiters in order (the next batch is sent first, so the store is not idle
-    /// meanwhile), or fails a failed batch's and those of everything decided after it.
-    func writeFinished(_ result: Result<Void, any Error>) async {
+    /// meanwhile), or fails a failed batch's and those of everything decided after it. On a shared store a
+    /// stored batch is told to the others first, and a refused one is decided again.
+    func writeFinished(_ result: Result<UserVersions?, any Error>) async {
+        let batch = committingBatch
+        committingBatch = []
         switch result {
-        case .success:
+        case .success(let moved):
+            if busIsShared, batch.contains(where: \.concernsOtherRelays) {
+                if let moved {
+                    versions?.merge(moved) { max($0, $1) }
+                    for user in moved.keys { ownCommits[user, default: 0] += 1 }
+                }
+                noticeNeeded = true
+                notice.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
+                // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
+                await publishConfirmedNotice()
+            }
             let released = journal.committed()
+            if journal.isIdle { ownCommits = [:] }
             startWrite()
             for waiter in released { await waiter.release(self) }
+            // Another relay's commit that came after this one's may be waiting for it.
+            if busIsShared, sequencer.isHolding { await handleRemoteNotices([]) }
+        case .failure(let behind as StoreCacheBehind):
+            await writeRefused(behind)
         case .failure(let error):
             let (waiters, lost) = journal.failed()
+            ownCommits = [:]
             writeFailed(error, lost: lost)
             let failure = RelayError.storage("\(error)")
             for waiter in waiters { await waiter.fail(self, failure) }
         }
+        // What the waiters sent (events, alarms heard unstored, revoked tokens) goes to the other relays now, not
+        // after the next command.
+        if busIsShared { publishNotice() }
+    }
+
+    /// Another relay wrote about a user of the batch since a decision in it saw that user: nothing of the batch
+    /// was stored. The state holds its decisions and those on top of them, and lacks the other relay's write, so
+    /// it is read back from the store; then every waiter of the batch and of what was decided after it is
+    /// refused: a request is decided again on the fresh state (`decideAgain`), in the order they were decided.
+    func writeRefused(_ behind: StoreCacheBehind) async {
+        let (waiters, _) = journal.failed()
+        ownCommits = [:]
+        logger.debug("write refused: another relay wrote about the same user first", metadata: ["refusal": "\(behind)"])
+        // As after a failed write: what the refused decisions noted in memory only (a friend request's
+        // notice, which would hold back the event of the same request decided again) starts afresh.
+        await reloadFromStore()
+        for waiter in waiters {
+            if let refused = waiter.refused {
+                await refused(self)
+            } else {
+                await waiter.fail(self, .storage("\(behind)"))
+            }
+        }
+    }
+
+    /// A request whose write was refused, to be decided again: in turn, behind what is in the mailbox now, up
+    /// to `writeAttempts` times and `writeRetryTime` in all; then the refusal is its answer (`internal`).
+    func decideAgain(_ request: Redecision) {
+        let deciding = ContinuousClock.now - request.since
+        let gaveUp = request.attempts >= Self.writeAttempts || deciding >= Self.writeRetryTime
+        contention.record(WriteContention.Attempt(refusals: 1, retries: gaveUp ? 0 : 1, gaveUp: gaveUp, deciding: deciding))
+        if gaveUp {
+            request.done(.failure(.storage("the write was refused \(request.attempts) times: other relays kept writing about the same users")))
+        } else {
+            submit(.decideAgain(request))
+        }
+    }
+
+    /// A signed-in request decided again after a refusal, with how often and since when.
+    struct Redecision: Sendable {
+        let request: Request
+        let auth: Authentication
+        let peer: String
+        let sink: any ClientSink
+        let done: Completion
+        let attempts: Int
+        let since: ContinuousClock.Instant
     }
 
     /// The one place a failed write is handled, on a relay alone (a batch, and everything decided after it,

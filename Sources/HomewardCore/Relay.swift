@@ -70,13 +70,26 @@ public actor Relay {
     var signedInTokens = SignedInTokens()
     /// Tokens this command revoked.
     var revokedTokens: [String] = []
-    /// When reading the store's change count last failed (see `catchUpWithStore`).
-    var changeCountFailedAt: Int64 = .min / 2
-    /// Set when a write was refused because the cache is behind the store: the store's count then (see `onCurrentCache`).
-    var cacheBehind: Int64?
+    /// When reading the store's versions last failed (see `catchUpWithStore`).
+    var versionsFailedAt: Int64 = .min / 2
+    /// On a shared store, this relay's own commits per user since the journal was last idle (`Relay+Writes`).
+    var ownCommits: UserVersions = [:]
+    /// The batch with the store now (its notice is sent once it is stored).
+    var committingBatch: [StoreChange] = []
+    /// The request being decided again after its write was refused (`decideAgain`), while it is.
+    var redecision: Redecision?
+    /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a
+    /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
+    var decidedFrom: RelayState?
+    /// Each user's write version as the cache holds it (`RelayStore.applyChecked`): as loaded, moved on by every
+    /// commit applied since (this relay's own, `persist`, and the others', `Relay+Deltas`). Nil when the store
+    /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, so a
+    /// refused attempt's restore (`onCurrentCache`) has nothing of it to put back, and a write does not copy
+    /// every user's version while the attempt holds the state from before it.
+    var versions: UserVersions?
     /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
     var freshness = CacheFreshness()
-    /// Other relays' notices in the store's order of their commits (see `Relay+Deltas`).
+    /// Other relays' notices in their users' order (see `Relay+Deltas`).
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
     var heldCheckQueued = false
@@ -159,6 +172,7 @@ public actor Relay {
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
+        self.versions = stored.versions
         self.usernameFailures = SlidingWindowLimit(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = SlidingWindowLimit(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = SlidingWindowLimit(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
@@ -258,6 +272,8 @@ public actor Relay {
     /// One operation waiting its turn.
     enum Command: Sendable {
         case serve(Request, auth: Authentication?, peer: String, sink: any ClientSink, done: Completion)
+        /// A signed-in request whose write another relay's refused, decided again (`Relay+Writes`).
+        case decideAgain(Redecision)
         /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
         case disconnect(String, any ClientSink)
@@ -298,9 +314,9 @@ public actor Relay {
         var refreshQueued = false
         /// How the batch with the store ended, when it has and nobody has taken that yet: it is handled
         /// before the next command (see `Relay+Writes`).
-        var written: Result<Void, any Error>?
+        var written: Result<UserVersions?, any Error>?
         /// A command waiting for that (`writesSettled`) while the mailbox waits for it.
-        var writeWaiter: CheckedContinuation<Result<Void, any Error>, Never>?
+        var writeWaiter: CheckedContinuation<Result<UserVersions?, any Error>, Never>?
         /// Commands submitted and taken so far: while a command runs, `taken` is its number in submission
         /// order (`CacheFreshness`).
         var submitted = 0
@@ -310,7 +326,7 @@ public actor Relay {
     /// What the mailbox's task does next.
     private enum Turn {
         case command(Command)
-        case written(Result<Void, any Error>)
+        case written(Result<UserVersions?, any Error>)
     }
 
     /// Queues a notice behind at most one `refresh` command.
@@ -368,12 +384,6 @@ public actor Relay {
                 command = next
             }
             await handle(command)
-            // A refused write that no `onCurrentCache` decided again (bookkeeping stored with `try?`): the
-            // cache holds what was not stored and lacks what another relay stored; read it back now.
-            if cacheBehind != nil {
-                cacheBehind = nil
-                await reloadFromStore(afterRemoteChange: true)
-            }
             closeRevokedWhenStored()
             await afterCommand()
             startWrite()
@@ -389,6 +399,12 @@ public actor Relay {
                 guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             }
             await serveInTurn(request, auth: auth, peer: peer, sink: sink, done: done)
+        case .decideAgain(let again):
+            guard await stateIsStored() else { return again.done(.failure(Self.storageUnavailable)) }
+            await catchUpBeforeRequest(for: again.auth.username)
+            redecision = again
+            await serveSignedIn(again.request, auth: again.auth, peer: again.peer, sink: again.sink, done: again.done)
+            redecision = nil
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
@@ -455,6 +471,8 @@ public actor Relay {
     /// After `close`: nothing reaches the store; whoever waits is answered.
     private func refuseWhenClosed(_ command: Command) {
         switch command {
+        case .decideAgain(let again):
+            again.done(.failure(.storage("the relay is shutting down; try again")))
         case .serve(_, _, _, _, let done), .passwordChecked(_, _, _, _, let done), .pushChecked(_, _, let done):
             done(.failure(.storage("the relay is shutting down; try again")))
         case .disconnect(let username, let sink):
@@ -471,9 +489,19 @@ public actor Relay {
         }
     }
 
+    /// The user a request is about, whose writes elsewhere it must see (nil: a `hello` or `watch`, whose
+    /// token is looked up in the store when the cache does not know it).
+    private static func subject(of request: Request, auth: Authentication?) -> String? {
+        if let auth { return auth.username }
+        switch request {
+        case .register(let username, _, _), .login(let username, _): return username
+        default: return nil
+        }
+    }
+
     private func serveInTurn(_ request: Request, auth: Authentication?, peer: String, sink: any ClientSink,
                              done: @escaping Completion) async {
-        await catchUpBeforeRequest()
+        await catchUpBeforeRequest(for: Self.subject(of: request, auth: auth))
         switch request {
         case .register(let username, let password, let name):
             guard limits.registrationsPerAddress == 0 || !registrations.isLimited(peer, now: clock()) else {
@@ -522,7 +550,7 @@ public actor Relay {
             await watch(token: token, peer: peer, sink: sink, done: done)
         default:
             guard let auth else { return done(.failure(.unauthenticated("sign in first: register, login or hello"))) }
-            await serveSignedIn(request, auth: auth, sink: sink, done: done)
+            await serveSignedIn(request, auth: auth, peer: peer, sink: sink, done: done)
         }
     }
 
@@ -720,7 +748,12 @@ public actor Relay {
 
     // MARK: Signed-in requests
 
-    private func serveSignedIn(_ request: Request, auth: Authentication, sink: any ClientSink, done: @escaping Completion) async {
+    private func serveSignedIn(_ request: Request, auth: Authentication, peer: String, sink: any ClientSink,
+                               done: @escaping Completion) async {
+        // Refused because another relay wrote first about one of its users: decided again (`decideAgain`).
+        let again = Redecision(request: request, auth: auth, peer: peer, sink: sink, done: done,
+                               attempts: (redecision?.attempts ?? 0) + 1, since: redecision?.since ?? ContinuousClock.now)
+        let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
             let decided = try await onCurrentCache { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
@@ -740,21 +773,22 @@ public actor Relay {
             }
             switch decided.write {
             case .persisted:
-                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) })
+                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) },
+                                 orRefused: refused)
             case .staged(let ifLost):
                 // Alarm spool: when its batch fails, the alarm operation is spooled and heard unstored (`Relay+Spool`).
                 await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { relay, error in
                     do throws(RelayError) { try await relay.spoolAndSend(ifLost) } catch { return done(.failure(error)) }
                     await answer(relay, ifLost.outcome)
-                })
+                }, orRefused: refused)
             case .spooled:
                 // Alarm spool: the store is down; spooled, it is heard now, marked `"stored": false`.
                 await answer(self, decided.outcome)
             }
         } catch {
             // A refusal is an answer like any other: in turn, after what was decided before is stored (it may
-            // tell of it: "already requested").
-            await answerInTurn(done, error)
+            // tell of it: "already requested"), and decided again when that was refused.
+            await answerInTurn(done, error, orRefused: refused)
         }
     }
 
@@ -1004,71 +1038,42 @@ public actor Relay {
 
     // MARK: Storage
 
-    /// Runs `attempt` (decide on the cache, store what it decided; send nothing before) and, when its write
-    /// was refused because another relay wrote since the cache was loaded (`StoreCacheBehind`), runs it again
-    /// on the state caught up with the store, up to `writeAttempts` times and `writeRetryTime` in all; then the refusal stands as
-    /// the storage error. Nothing of a refused attempt stays: the state from before it is what is reloaded
-    /// (what is not stored, such as rate limits and request notices, as it was before the attempt).
-    /// A relay alone is never refused: it runs `attempt` once, and keeps no copy of the state.
+    /// Runs `attempt` (decide on the cache and stage what it decided), remembering the state it decides from:
+    /// what a change names only by id (a session it ends) is looked up there to find the users it concerns
+    /// (`RelayState.writeScope`). Another relay's write that the decision missed is found when its batch is
+    /// checked (`writeRefused`).
     func onCurrentCache<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
-        var attempts = 1
-        let giveUp = ContinuousClock.now + Self.writeRetryTime
-        var refused: (count: Int, first: ContinuousClock.Instant)?
-        var gaveUp = false
-        defer {
-            if let refused {
-                contention.record(WriteContention.Attempt(refusals: refused.count, retries: attempts - 1, gaveUp: gaveUp,
-                                                          deciding: ContinuousClock.now - refused.first))
-            }
-        }
-        while true {
-            let before = state
-            cacheBehind = nil
-            do {
-                return try await attempt()
-            } catch {
-                guard let current = cacheBehind else { throw error }
-                refused = (count: (refused?.count ?? 0) + 1, first: refused?.first ?? ContinuousClock.now)
-                cacheBehind = nil
-                state = before
-                let caughtUp = await catchUp(to: current)
-                guard caughtUp, attempts < Self.writeAttempts, ContinuousClock.now < giveUp else {
-                    gaveUp = true
-                    throw error
-                }
-                attempts += 1
-            }
-        }
+        decidedFrom = state
+        defer { decidedFrom = nil }
+        return try await attempt()
     }
 
-    /// How many times, and for how long, a request is decided and written before a refusal
-    /// (`StoreCacheBehind`) is its answer. Every counted write of the cluster moves the count that the others'
-    /// writes are checked against, so in a burst of writes on several relays (hundreds of friends accepting
-    /// invites at once) a relay may lose many times in a row; each loss costs a catch-up of a few
-    /// milliseconds, and some relay wins every round. Bounded so that a request never hangs.
+    /// How many times, and for how long, a request is decided again after a refusal (`StoreCacheBehind`) before
+    /// the refusal is its answer (`decideAgain`). Only writes about the same users refuse each other, but in a
+    /// burst about one user on several relays (hundreds of friends accepting one walker's invite at once) a
+    /// relay may lose many times in a row, and some relay wins every round. Bounded so that a request never hangs.
     public static let writeAttempts = 100
     static let writeRetryTime = Duration.seconds(5)
 
-    /// After a refused write: the commits this cache lacks (up to the store's count `current`) are another
-    /// relay's, whose notices are usually here already or within a few milliseconds. Applying them costs
-    /// microseconds where a reload reads the whole store (and the longer the catch-up, the likelier another
-    /// write slips in before the next attempt). So this waits up to `refusalCatchUpWait` for those notices,
-    /// and reloads only when they do not come (or cannot be placed: then `handleRemoteNotices` reloads).
-    func catchUp(to current: Int64) async -> Bool {
+    /// Before a request, when notices wait for a commit this cache lacks (another relay's, whose notice may be
+    /// published after a later one's and is usually here within a few milliseconds): applying it costs
+    /// microseconds where a reload reads the whole store. So this waits up to `heldCatchUpWait` for it, and
+    /// reloads only when it does not come (or cannot be placed: then `handleRemoteNotices` reloads).
+    func catchUpWithHeldNotices() async -> Bool {
         // Real time, not `clock()` (the rules' clock, which tests move by hand): this waits for the bus.
-        let deadline = ContinuousClock.now + Self.refusalCatchUpWait
+        let deadline = ContinuousClock.now + Self.heldCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if let applied = state.loadedChangeCount, applied >= current, !state.ownWriteAhead { return !unstored }
+            if !sequencer.isHolding { return !unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
         return await reloadFromStore(afterRemoteChange: true)
     }
 
-    /// How long a relay whose write was refused waits for the missing commits' notices before it reloads.
-    static let refusalCatchUpWait = Duration.milliseconds(50)
+    /// How long a request waits for a held notice's missing commit before the relay reloads.
+    static let heldCatchUpWait = Duration.milliseconds(50)
 
     /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
     /// fails (the database is down), memory may hold changes that were never stored: it is marked
@@ -1078,6 +1083,9 @@ public actor Relay {
         // What was decided before is stored (or failed) first: a reload never drops a decision on its way.
         try? await writesSettled()
         lastReadBack = clock()
+        // Read before the load: every commit after the load's snapshot sends its notice on this connection or a
+        // later one, so a barrier on it shows every write (`catchUpBeforeRequest`).
+        let generation = bus.generation
         let stored: StoredState
         do {
             stored = try await store.load()
@@ -1089,10 +1097,12 @@ public actor Relay {
         }
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
+        freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
-        sequencer.reloaded(at: state.loadedChangeCount)
+        versions = stored.versions
+        sequencer.reloaded(at: versions)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

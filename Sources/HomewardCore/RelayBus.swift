@@ -85,13 +85,16 @@ public struct ChangeNotice: Sendable, Equatable {
 
     /// One transaction of the committing relay.
     public struct Commit: Sendable, Equatable {
-        /// The store's change count the commit took (`RelayStore.applyCounting`); nil when the store counts none.
-        public var count: Int64?
+        /// The write versions the commit gave the users it concerns (`RelayStore.applyChecked`): each one more
+        /// than the version before it, so a cache applies it once it holds every earlier write about those
+        /// users. Nil when the store keeps no versions; empty when the commit concerns no user's data (then
+        /// nothing orders it).
+        public var versions: UserVersions?
         /// Its changes that other relays' caches hold (`StoreChange.isCached`).
         public var changes: [StoreChange]
 
-        public init(count: Int64?, changes: [StoreChange]) {
-            self.count = count
+        public init(versions: UserVersions?, changes: [StoreChange]) {
+            self.versions = versions
             self.changes = changes
         }
     }

@@ -152,29 +152,13 @@ extension RelayState {
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
     }
 
-    /// Whether this relay's own write (which took change count `count`) leaves the cache in the store's
-    /// order: it does when it directly follows the loaded count. Otherwise another relay's commit came
-    /// in between and is not applied here yet; applying it later would put it after this one, so the
-    /// cache counts as out of order until its next reload (`ownWriteAhead`).
-    /// Its own ends of sessions and alarms are remembered as the others' are (`RecentlyEnded`).
-    mutating func noteOwnWrite(_ count: Int64?, changes: [StoreChange]) {
+    /// This relay's own write: its own ends of sessions and alarms are remembered as the others' are
+    /// (`RecentlyEnded`).
+    mutating func noteOwnWrite(changes: [StoreChange]) {
         for change in changes {
             if case .endSession(let id, _, _) = change { endedSessions.insert(id) }
             if case .endAlarm(let id, _, _) = change { endedAlarms.insert(id) }
         }
-        guard let count, let loaded = loadedChangeCount else { return }
-        if count == loaded + 1 {
-            loadedChangeCount = count
-        } else {
-            ownWriteAhead = true
-        }
-    }
-
-    /// Another relay's commit, with the change count it took, applied in order (see `NoticeSequencer`).
-    mutating func apply(_ commit: ChangeNotice.Commit) -> Set<String> {
-        let touched = apply(commit.changes)
-        loadedChangeCount = commit.count
-        return touched
     }
 }
 

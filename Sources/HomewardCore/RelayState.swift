@@ -49,12 +49,6 @@ public struct RelayState: Sendable {
     public var safety = SafetySettings()
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
-    /// The store's change count when this state was loaded, advanced by each commit applied since in order
-    /// (this relay's own, `noteOwnWrite`, and the others', `apply(_ commit:)`).
-    public internal(set) var loadedChangeCount: Int64?
-    /// Set when this relay's own write took a count past the next one: another relay's commit came in between
-    /// and is missing here, so only a reload puts the cache back in the store's order.
-    var ownWriteAhead = false
     /// Sessions and alarms that ended lately, kept across reloads: a later save of one is ignored, as the
     /// store ignores it (see `RecentlyEnded`).
     var endedSessions = RecentlyEnded()
@@ -94,7 +88,6 @@ public struct RelayState: Sendable {
         for pause in stored.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
         for meeting in stored.meetings { index(meeting) }
         for message in stored.messages { index(message) }
-        loadedChangeCount = stored.changeCount
     }
 
     /// `a` and `b` became friends on another relay (a `friend.added` in its notice).

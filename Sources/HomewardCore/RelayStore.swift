@@ -3,7 +3,8 @@ import HomewardProtocol
 /// Durable storage behind the relay. Every call is asynchronous, so that a networked store can sit
 /// behind it without holding a thread per call, never on a network event loop. A relay alone has at
 /// most one `apply` under way (a batch of several operations' changes, `WriteJournal`) and decides
-/// meanwhile; a relay on a shared bus starts its next operation only once the previous one is stored.
+/// meanwhile; a relay on a shared bus starts its next operation only once the previous one is stored
+/// (`applyChecked`).
 public protocol RelayStore: Sendable {
     /// Everything the relay keeps in memory, read at start-up and again after a failed write.
     func load() async throws -> StoredState
@@ -16,13 +17,19 @@ public protocol RelayStore: Sendable {
     /// count them (one relay alone). A relay whose cache was loaded at a smaller count is behind the store. A
     /// load never returns a count its data lacks; the count read here may name a write whose commit is under
     /// way, and a load then waits for that commit.
-    func changeCount() async throws -> Int64?
-    /// `apply`, returning the change count this write took when it counted one (see `changeCount`).
-    /// A store shared by several relays refuses, with `StoreCacheBehind` and nothing applied, a counted write
-    /// whose relay's cache was not loaded at the store's current count (`expecting`, the cache's count; nil
-    /// checks nothing): that cache may lack another relay's write, and a session, alarm or meeting point
-    /// written whole from it would undo that write. A store that counts nothing ignores `expecting`.
-    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64?
+    /// The write versions the store holds for `users` (0 for a user no checked write concerned yet), or nil when
+    /// the store keeps none (one relay alone). A relay whose cache holds a smaller version for one of them lacks
+    /// another relay's write about that user (see `applyChecked`).
+    func versions(of users: [String]) async throws -> UserVersions?
+    /// `apply`, for a relay whose cache may lack other relays' writes (relays sharing one store). `scope` names
+    /// the users the write concerns (`RelayState.writeScope`) with the version the writing relay's cache holds
+    /// for each. A store shared by several relays refuses, with `StoreCacheBehind` and nothing applied, a write
+    /// when any of them has another version in the store: the cache lacks another relay's write about that user,
+    /// and a session, alarm or meeting point written whole from it would undo that write. Otherwise it applies
+    /// the changes and moves each of those users' versions on by one, in the same transaction, and returns the
+    /// new versions. Writes about other users are not checked against, and do not wait for, each other. A nil
+    /// or empty `scope` checks nothing; a store that keeps no versions ignores it and returns nil.
+    func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions?
     /// The secret `name` that every relay sharing this store must use (the VAPID key), or nil when the
     /// store is one relay's own and keeps no such secrets (the relay keeps them in its data directory).
     /// Given a `candidate`, a store without a value stores it first, once: relays starting together all get
@@ -31,11 +38,10 @@ public protocol RelayStore: Sendable {
 }
 
 extension RelayStore {
-    public func changeCount() async throws -> Int64? { nil }
+    public func versions(of users: [String]) async throws -> UserVersions? { nil }
 
-    /// `apply`, returning the change count the write itself took (nil when it took none): a store alone
-    /// behind one relay checks nothing.
-    public func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
+    /// `apply`: a store alone behind one relay checks nothing and keeps no versions.
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         try await apply(changes)
         return nil
     }
@@ -44,20 +50,26 @@ extension RelayStore {
     public func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String? { nil }
 }
 
-/// A write refused because the writing relay's cache is behind the store: another relay committed a
-/// counted write since the cache was loaded. Nothing was applied; the relay reloads and decides again.
-public struct StoreCacheBehind: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The count the writing relay's cache was loaded at, and the store's.
-    public let expected: Int64?
-    public let current: Int64
+/// How many checked writes concerned each user (`RelayStore.applyChecked`); a user missing is at 0.
+public typealias UserVersions = [String: Int64]
 
-    public init(expected: Int64?, current: Int64) {
+/// A write refused because the writing relay's cache is behind the store for one of the users it concerns:
+/// another relay committed a write about them that this cache has not applied. Nothing was applied; the
+/// relay catches up and decides again.
+public struct StoreCacheBehind: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The versions the writing relay's cache holds for the write's users, and the store's for the same users.
+    public let expected: UserVersions
+    public let current: UserVersions
+
+    public init(expected: UserVersions, current: UserVersions) {
         self.expected = expected
         self.current = current
     }
 
     public var description: String {
-        "the relay's cache (change count \(expected.map(String.init) ?? "none")) is behind the store (\(current))"
+        let behind = current.keys.sorted().filter { current[$0] != expected[$0] }
+            .map { "\($0): \(expected[$0] ?? 0) < \(current[$0] ?? 0)" }
+        return "the relay's cache is behind the store for \(behind.joined(separator: ", "))"
     }
 }
 
@@ -80,8 +92,8 @@ public struct StoredState: Sendable {
     public var pauses: [LocationPause] = []
     public var meetings: [MeetingPoint] = []
     public var messages: [MessageInfo] = []
-    /// The store's `changeCount()` when this was read (nil when it does not count).
-    public var changeCount: Int64?
+    /// Every user's write version when this was read, users at 0 left out (nil when the store keeps none).
+    public var versions: UserVersions?
 
     public init() {}
 }

@@ -1,4 +1,4 @@
-/// Group commit for a relay alone: what the relay decided and has not told anyone yet, in the order it
+/// Group commit: what the relay decided and has not told anyone yet, in the order it
 /// decided it, and which part of it is being committed now. A value with no I/O: the relay (`Relay+Writes`)
 /// sends the batches to its store and performs what comes back.
 ///
@@ -11,17 +11,23 @@
 /// and a reply that only reads is never ahead of a write it has seen. When a batch fails, it and
 /// everything decided after it (on top of it) fail: `failed` hands back all their waiters.
 ///
+/// On a shared store each decision's changes come with the users they concern and, for each, the version
+/// the decision saw (`stage(_:bases:)`, see `Relay+Writes`): a batch is checked with the oldest a decision in
+/// it saw (`committingBases`), so a batch is refused when any decision in it missed another relay's write.
+///
 /// Differs from LMAX's journal in what it holds: the decided changes, not the input commands, so a
 /// restart reads state, not a log to replay.
 struct WriteJournal<Waiter> {
     private enum Entry {
-        case changes([StoreChange])
+        case changes([StoreChange], bases: UserVersions)
         case waiter(Waiter)
     }
 
     /// Decided and not released yet, oldest first; the first `committing` of them are being committed.
     private var entries: [Entry] = []
     private var committing: Int?
+    /// For the batch being committed: each of its users with the lowest base a decision in it saw.
+    private(set) var committingBases: UserVersions = [:]
     /// The most changes one batch takes (a bigger decision goes alone).
     let maxChanges: Int
 
@@ -36,9 +42,9 @@ struct WriteJournal<Waiter> {
     var isCommitting: Bool { committing != nil }
 
     /// One decision's changes, committed atomically with the others of its batch.
-    mutating func stage(_ changes: [StoreChange]) {
+    mutating func stage(_ changes: [StoreChange], bases: UserVersions = [:]) {
         guard !changes.isEmpty else { return }
-        entries.append(.changes(changes))
+        entries.append(.changes(changes, bases: bases))
     }
 
     /// Waits for everything staged so far; returns the waiter back when nothing is outstanding: then it
@@ -53,15 +59,18 @@ struct WriteJournal<Waiter> {
     mutating func nextBatch() -> [StoreChange]? {
         guard committing == nil else { return nil }
         var batch: [StoreChange] = []
+        var bases = UserVersions()
         var end = 0
         for (index, entry) in entries.enumerated() {
-            guard case .changes(let changes) = entry else { continue }
+            guard case .changes(let changes, let seen) = entry else { continue }
             if !batch.isEmpty, batch.count + changes.count > maxChanges { break }
             batch += changes
+            bases.merge(seen) { min($0, $1) }
             end = index + 1
         }
         guard !batch.isEmpty else { return nil }
         committing = end
+        committingBases = bases
         return batch
     }
 
@@ -70,6 +79,7 @@ struct WriteJournal<Waiter> {
     mutating func committed() -> [Waiter] {
         guard let end = committing else { return [] }
         committing = nil
+        committingBases = [:]
         var released: [Waiter] = []
         var taken = end
         for entry in entries[..<end] { if case .waiter(let waiter) = entry { released.append(waiter) } }
@@ -89,12 +99,13 @@ struct WriteJournal<Waiter> {
         var lost: [StoreChange] = []
         for entry in entries {
             switch entry {
-            case .changes(let changes): lost += changes
+            case .changes(let changes, _): lost += changes
             case .waiter(let waiter): waiters.append(waiter)
             }
         }
         entries.removeAll()
         committing = nil
+        committingBases = [:]
         return (waiters, lost)
     }
 }

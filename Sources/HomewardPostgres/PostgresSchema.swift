@@ -271,12 +271,18 @@ enum PostgresSchema {
             "CREATE UNIQUE INDEX push_subscriptions_by_endpoint ON push_subscriptions(endpoint)",
             "CREATE INDEX push_subscriptions_by_token ON push_subscriptions(token_hash)",
         ]),
+        // Writes of relays sharing the store are checked per user (`PostgresStore.applyChecked`), not against
+        // one cluster-wide count under one lock: the count goes.
+        Migration(version: "v7-user-versions", statements: [
+            """
+            CREATE TABLE user_versions (
+                username TEXT COLLATE "C" PRIMARY KEY,
+                version BIGINT NOT NULL CHECK (version > 0)
+            )
+            """,
+            "DROP SEQUENCE IF EXISTS relay_changes",
+        ]),
     ]
-
-    /// Counts the writes other relays must hear of (`PostgresStore.changeCount`). A sequence, not a row: it
-    /// takes no lock, so relays committing at the same time do not queue behind one counter. Created
-    /// (if missing) at every start rather than by a migration: it holds nothing that must be kept.
-    static let changeCounter = "CREATE SEQUENCE IF NOT EXISTS relay_changes"
 
     /// Brings the database up to date in one transaction: either every missing migration is applied and
     /// recorded, or none is.
@@ -302,7 +308,6 @@ enum PostgresSchema {
                     """, logger: logger)
                 logger.info("applied PostgreSQL migration", metadata: ["version": "\(migration.version)"])
             }
-            try await connection.query(PostgresQuery(unsafeSQL: changeCounter), logger: logger)
         }
     }
 }

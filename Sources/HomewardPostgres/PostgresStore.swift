@@ -108,87 +108,93 @@ public final class PostgresStore: RelayStore {
     public func load() async throws -> StoredState {
         try await withConnection("load") { db, logger in
             try await db.withTransaction(logger: logger) { db in
-                // The count a load returns must name only writes its data shows: a relay whose cache has this
-                // count takes it for current and writes from it. Every counted write holds the write lock
-                // (`writeLock`) exclusively from its first statement until its commit, and draws its count
-                // under it; this load holds it shared from its first statement on. So while the load reads,
-                // no counted write is between its count and its commit, and none commits: the count read
-                // names committed writes only (or rolled-back ones, which left nothing), and every statement
-                // after it sees all of them and no later one. READ COMMITTED, not REPEATABLE READ: a repeatable-read snapshot is taken at the first
-                // statement, the one that waits for the lock, and would miss a write that commits while it
-                // waits; read-committed statements each see what committed before they start, which under
-                // the shared lock is the same for all of them, but for last-seen times and token uses
-                // (uncounted, they take no lock; any value of them is right).
-                _ = try await db.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY", logger: logger).collect()
-                _ = try await db.query("SELECT pg_advisory_xact_lock_shared(\(Self.writeLock))", logger: logger).collect()
-                let count = try await Self.changeCount(db, logger: logger)
+                // One snapshot for every table: the versions a load returns name exactly the writes its data
+                // shows (writes commit their data and their users' versions together), so a relay applies a
+                // notice's commit only when the load did not already hold it (`NoticeSequencer`).
+                _ = try await db.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger).collect()
                 var stored = try await StoredState(db: db, logger: logger)
-                stored.changeCount = count
+                var versions = UserVersions()
+                for try await (user, version) in try await db.query("SELECT username, version FROM user_versions", logger: logger)
+                    .decode((String, Int64).self) { versions[user] = version }
+                stored.versions = versions
                 return stored
             }
         }
     }
 
     public func apply(_ changes: [StoreChange]) async throws {
-        _ = try await applyCounting(changes, expecting: nil)
+        _ = try await applyChecked(changes, scope: nil)
     }
 
-    /// The transaction-level advisory lock ("hwwrites") that serialises counted writes (held exclusively)
-    /// against each other and against loads (held shared); distinct from the migration lock and the timer lease.
-    static let writeLock: Int64 = 0x6877_7772_6974_6573
-
-    /// A write that concerns other relays (`StoreChange.concernsOtherRelays`) takes the write lock first, and
-    /// with `expecting` (the writing relay's cache count) checks that no other counted write came since its
-    /// cache was loaded: if one did, it throws `StoreCacheBehind` and rolls back, nothing applied. Its count
-    /// is drawn under the lock, last, so that counts follow commits in order and the next writer (or load)
-    /// sees this count only with this write committed. Without `expecting` (`apply`) it checks nothing.
-    /// Writes that concern nobody else (last-seen times, token use) take no lock and are not counted.
-    public func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
-        guard !changes.isEmpty else { return nil }
+    /// With a `scope`, moves each of its users' versions on by one first, in the transaction (one upsert, which
+    /// row-locks those users until the commit, so writes about a common user go one after the other and
+    /// writes about other users do not wait), and when a version was not the one the relay's cache holds
+    /// throws `StoreCacheBehind` and rolls back, nothing applied. Without a scope (`apply`) it checks nothing.
+    /// A batch holds several decisions' changes, so two relays' batches can lock the same rows in another
+    /// order (a token's row, a user's last-seen time): when PostgreSQL breaks such a deadlock by rolling this
+    /// transaction back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
+        guard !changes.isEmpty else { return scope == nil ? nil : [:] }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
-        let counted = changes.contains(where: \.concernsOtherRelays)
+        if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
         return try await withConnection("write") { db, logger in
-            do {
-                return try await db.withTransaction(logger: logger) { db -> Int64? in
-                    if counted {
-                        _ = try await db.query("SELECT pg_advisory_xact_lock(\(Self.writeLock))", logger: logger).collect()
-                        let current = try await Self.changeCount(db, logger: logger)
-                        if let expecting, current != expecting { throw StoreCacheBehind(expected: expecting, current: current) }
+            var attempt = 1
+            while true {
+                do {
+                    return try await db.withTransaction(logger: logger) { db -> UserVersions? in
+                        let versions = try await scope.asyncMap { try await Self.moveOn($0, db: db, logger: logger) }
+                        for change in changes { try await change.execute(on: db, logger: logger) }
+                        return versions
                     }
-                    for change in changes { try await change.execute(on: db, logger: logger) }
-                    guard counted else { return nil }
-                    var count: Int64?
-                    for try await value in try await db.query("SELECT nextval('relay_changes')", logger: logger).decode(Int64.self) {
-                        count = value
-                    }
-                    return count
+                } catch let error as PostgresTransactionError {
+                    if let behind = error.closureError as? StoreCacheBehind { throw behind }
+                    guard Self.isDeadlock(error.closureError ?? error.commitError), attempt < Self.deadlockRetries else { throw error }
+                    logger.notice("PostgreSQL broke a deadlock between two writes; writing again", metadata: ["attempt": "\(attempt)"])
+                    attempt += 1
                 }
-            } catch let error as PostgresTransactionError {
-                if let behind = error.closureError as? StoreCacheBehind { throw behind }
-                throw error
             }
         }
     }
 
-    public func changeCount() async throws -> Int64? {
-        // Read before every request by a relay without a bus barrier: while the server is down it must cost requests little.
-        try await withConnection("change count", timeout: min(timeouts.query, Self.changeCountTimeout)) { db, logger in
-            try await Self.changeCount(db, logger: logger)
+    /// How many times a write PostgreSQL rolled back to break a deadlock is run.
+    static let deadlockRetries = 5
+
+    /// The versions of `scope`'s users, each moved on by one, or `StoreCacheBehind` when one was not the cache's.
+    private static func moveOn(_ scope: UserVersions, db: PostgresConnection, logger: Logger) async throws -> UserVersions {
+        guard !scope.isEmpty else { return [:] }
+        let users = scope.keys.sorted()
+        var moved = UserVersions()
+        for try await (user, version) in try await db.query("""
+            INSERT INTO user_versions AS v (username, version) SELECT u, 1 FROM unnest(\(users)::text[]) WITH ORDINALITY AS t(u, n)
+            ORDER BY n
+            ON CONFLICT (username) DO UPDATE SET version = v.version + 1
+            RETURNING username, version
+            """, logger: logger).decode((String, Int64).self) { moved[user] = version }
+        guard users.allSatisfy({ moved[$0] == scope[$0, default: 0] + 1 }) else {
+            throw StoreCacheBehind(expected: scope, current: moved.mapValues { $0 - 1 })
+        }
+        return moved
+    }
+
+    /// PostgreSQL's deadlock error (SQLSTATE 40P01): it rolled one of the writes back.
+    static func isDeadlock(_ error: (any Error)?) -> Bool {
+        (error as? PSQLError)?.serverInfo?[.sqlState] == "40P01"
+    }
+
+    public func versions(of users: [String]) async throws -> UserVersions? {
+        // Asked before a request by a relay without a bus barrier: while the server is down it must cost requests little.
+        let users = users.filter { !$0.utf8.contains(0) }
+        return try await withConnection("versions", timeout: min(timeouts.query, Self.versionsTimeout)) { db, logger in
+            var versions = UserVersions()
+            for try await (user, version) in try await db.query(
+                "SELECT username, version FROM user_versions WHERE username = ANY(\(users)::text[])", logger: logger
+            ).decode((String, Int64).self) { versions[user] = version }
+            return versions
         }
     }
 
-    static let changeCountTimeout = Duration.milliseconds(500)
-
-    /// The sequence's last value (0 before the first write), outside any snapshot: sequences are not transactional.
-    /// Read without the write lock (`changeCount()`), it may name a write whose commit is under way: a relay
-    /// that then reloads waits for that commit (the load's shared lock), so it is never told a count too small.
-    static func changeCount(_ db: PostgresConnection, logger: Logger) async throws -> Int64 {
-        var count: Int64 = 0
-        for try await (last, called) in try await db.query("SELECT last_value, is_called FROM relay_changes", logger: logger)
-            .decode((Int64, Bool).self) { count = called ? last : 0 }
-        return count
-    }
+    static let versionsTimeout = Duration.milliseconds(500)
 
     public func passwordHash(of username: String) async throws -> String? {
         // PostgreSQL refuses NUL in TEXT; a name with NUL is nobody's (as in the SQLite store).
@@ -273,5 +279,15 @@ public final class PostgresStore: RelayStore {
             ("idle_in_transaction_session_timeout", "\(queryMilliseconds * 2)"),
             ("application_name", "homeward-relay"),
         ]
+    }
+}
+
+private extension Optional {
+    /// `map` for an async transform.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        switch self {
+        case .some(let value): try await transform(value)
+        case .none: nil
+        }
     }
 }

@@ -69,7 +69,7 @@ struct CacheBench: AsyncParsableCommand {
         // recomputed here, as a receiving relay does (the presence table's update is left out: a reload
         // makes the same one for every owner).
         let payloads = (0..<notices).map { index in
-            ClusterCodec.encode(ChangeNotice(node: "a", commits: [ChangeNotice.Commit(count: Int64(index + 1), changes: city.nextCommit())]))
+            ClusterCodec.encode(ChangeNotice(node: "a", commits: [ChangeNotice.Commit(versions: ["walker\(index)": Int64(index + 1)], changes: city.nextCommit())]))
         }
         var audiences = 0
         let applyStart = ContinuousClock.now

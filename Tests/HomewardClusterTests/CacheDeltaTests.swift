@@ -62,8 +62,8 @@ struct CacheSnapshot: Equatable {
 /// would have given, for every kind of change.
 struct CacheDeltaTests {
     /// One relay's commits, each as the others receive it (through the bus's encoding).
-    static func overTheBus(_ changes: [StoreChange], count: Int64) throws -> ChangeNotice.Commit {
-        let notice = ChangeNotice(node: "a", commits: [ChangeNotice.Commit(count: count, changes: changes.filter(\.isCached))])
+    static func overTheBus(_ changes: [StoreChange], versions: UserVersions) throws -> ChangeNotice.Commit {
+        let notice = ChangeNotice(node: "a", commits: [ChangeNotice.Commit(versions: versions, changes: changes.filter(\.isCached))])
         let received = try ClusterCodec.decodeNotice(ClusterCodec.encode(notice))
         return try #require(received.commits?.first)
     }
@@ -76,7 +76,7 @@ struct CacheDeltaTests {
             try await store.apply(commit)
             seen.formUnion(commit.map(Self.caseName))
             let before = cache
-            cache.apply(try Self.overTheBus(commit, count: Int64(step + 1)).changes)
+            cache.apply(try Self.overTheBus(commit, versions: ["alice": Int64(step + 1)]).changes)
             let reloaded = before.reloaded(from: try await store.load(), afterRemoteChange: true)
             #expect(CacheSnapshot(cache) == CacheSnapshot(reloaded), "after commit \(step): \(commit)")
             // What derives from the cache for the presence table too: each audience and whom a pause restricts.
@@ -223,7 +223,7 @@ struct CacheDeltaTests {
         cache.unindex(session: "se_1")
         cache.unindex(share: "sh_1")
         cache.unindex(alarm: "al_1")
-        cache.noteOwnWrite(nil, changes: ends)
+        cache.noteOwnWrite(changes: ends)
         // Another relay, not knowing yet, saved both again.
         let stale = Self.script[10].filter { if case .saveSession = $0 { true } else { false } } + Self.script[12].filter(\.isCached)
         try await store.apply(stale)
@@ -236,8 +236,8 @@ struct CacheDeltaTests {
 
     @Test func everyCachedChangeCrossesTheBusUnchanged() throws {
         let cached = Self.script.joined().filter(\.isCached)
-        let commit = try Self.overTheBus(cached, count: 42)
-        #expect(commit.count == 42)
+        let commit = try Self.overTheBus(cached, versions: ["alice": 42, "bob": 7])
+        #expect(commit.versions == ["alice": 42, "bob": 7])
         // No password hash goes on the bus: no cache holds one.
         let expected = cached.map { change -> StoreChange in
             if case let .createUser(profile, _, at) = change { return .createUser(profile, passwordHash: "", at: at) }
@@ -251,7 +251,7 @@ struct CacheDeltaTests {
     @Test func aNoticeTooLargeForTheBusGoesWithoutItsCommits() throws {
         let many = (0..<20_000).map { StoreChange.removeMessage(id: "mg_\($0)") }
         let event = ChangeNotice.Event(recipients: ["bob"], message: ["type": "session.ended"])
-        let notice = ChangeNotice(node: "a", events: [event], commits: [ChangeNotice.Commit(count: 7, changes: many)])
+        let notice = ChangeNotice(node: "a", events: [event], commits: [ChangeNotice.Commit(versions: ["bob": 7], changes: many)])
         let payload = ClusterCodec.encode(notice)
         #expect(payload.readableBytes <= ClusterCodec.maxPayloadWithCommits)
         let received = try ClusterCodec.decodeNotice(payload)
@@ -262,13 +262,16 @@ struct CacheDeltaTests {
     @Test func aNoticeWithoutReadableCommitsStillCarriesItsEventsButNoCommits() throws {
         let event = #"{"to": ["bob"], "event": {"type": "friend.request"}}"#
         for members in [
-            "", // a relay of the version before: no commits at all
-            #", "changesVersion": 2, "commits": []"#,
-            #", "changesVersion": 1"#,
-            #", "changesVersion": 1, "commits": [{"count": 3, "changes": [{"op": "teleport"}]}]"#,
-            #", "changesVersion": 1, "commits": [{"count": 3, "changes": [{"op": "addBlock", "blocker": "ann"}]}]"#,
-            #", "changesVersion": 1, "commits": [{"count": "3", "changes": []}]"#,
-            #", "changesVersion": 1, "commits": [{"count": 3, "changes": [{"op": "enqueueOutbox"}]}]"#,
+            "", // a relay of a version without commits at all
+            #", "changesVersion": 3, "commits": []"#,
+            #", "changesVersion": 1, "commits": [{"count": 3, "changes": []}]"#, // one cluster-wide count: the version before
+            #", "changesVersion": 2"#,
+            #", "changesVersion": 2, "commits": [{"versions": {"ann": 3}, "changes": [{"op": "teleport"}]}]"#,
+            #", "changesVersion": 2, "commits": [{"versions": {"ann": 3}, "changes": [{"op": "addBlock", "blocker": "ann"}]}]"#,
+            #", "changesVersion": 2, "commits": [{"versions": {"ann": "3"}, "changes": []}]"#,
+            #", "changesVersion": 2, "commits": [{"versions": {"ann": -1}, "changes": []}]"#,
+            #", "changesVersion": 2, "commits": [{"versions": [3], "changes": []}]"#,
+            #", "changesVersion": 2, "commits": [{"versions": {"ann": 3}, "changes": [{"op": "enqueueOutbox"}]}]"#,
         ] {
             let notice = try ClusterCodec.decodeNotice(ByteBuffer(string: #"{"node": "b", "events": [\#(event)]\#(members)}"#))
             #expect(notice.commits == nil, "\(members)")

@@ -69,19 +69,20 @@ final class RelayDeltaTests: XCTestCase {
         _ = try await pair.harness.ok(.shareAlways(with: ["carol"]), as: aliceAuth, sink: alice)
         await pair.forwardNotices()
 
-        XCTAssertEqual(pair.store.loads, loads, "no reload: the notices' commits followed the cache's count")
+        XCTAssertEqual(pair.store.loads, loads, "no reload: the notices' commits followed the cache's versions")
         XCTAssertEqual(bob.events("session.invite").count, 1, "the event reached bob on the other relay: \(bob.messages)")
         let state = await pair.other.state
         XCTAssertEqual(state.sessions[id]?.invitees, ["bob"])
         XCTAssertEqual(state.audience(of: "alice"), ["carol"], "bob was only invited; carol gets alice at all times")
         XCTAssertTrue(pair.other.presence.remoteAudience(of: "alice").contains { $0 === carol },
                       "the presence table follows the applied commits: alice's positions reach carol here")
-        let count = await pair.harness.relay.state.loadedChangeCount
-        XCTAssertEqual(state.loadedChangeCount, count)
+        let versions = await pair.other.versions
+        XCTAssertEqual(versions, pair.store.versions, "the other cache holds every write about every user")
+        XCTAssertEqual(versions?["alice"], 3, "alice's three writes")
         let caches = try await pair.caches()
         XCTAssertEqual(caches.applied, caches.reloaded)
 
-        // A request on the other relay finds the store's count where its cache is: it reads nothing more.
+        // A request on the other relay finds the store's versions where its cache has them: it reads nothing more.
         let before = pair.store.loads
         let result = await withCheckedContinuation { continuation in
             pair.other.serve(.sessionList, auth: bobAuth, peer: "test", sink: bob) { continuation.resume(returning: $0) }
@@ -173,7 +174,7 @@ final class RelayDeltaTests: XCTestCase {
         let pair = try await pair()
         let (bob, _) = try await pair.connectToOther("bob")
         let (alice, aliceAuth) = try await pair.harness.connect("alice")
-        pair.store.skipACount()
+        pair.store.skipAVersion(of: "alice")
         _ = try await pair.harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
         let loads = pair.store.loads
         await pair.forwardNotices()

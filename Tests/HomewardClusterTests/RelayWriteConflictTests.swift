@@ -4,7 +4,7 @@ import HomewardProtocol
 import Synchronization
 import XCTest
 
-/// A relay whose write is refused because another relay wrote since its cache was loaded
+/// A relay whose write is refused because another relay wrote about one of its users since its cache had them
 /// (`StoreCacheBehind`): it decides the request again on the reloaded state, and nothing of the refused
 /// attempt is sent or kept. Driven directly (manual clock, SQLite behind a `CountingStore` that checks writes, recording bus).
 final class RelayWriteConflictTests: XCTestCase {
@@ -71,23 +71,39 @@ final class RelayWriteConflictTests: XCTestCase {
         XCTAssertEqual(setup.bob.messages.filter { $0["type"] == "session.accepted" }, [])
     }
 
-    func testARefusedWriteCatchesUpFromTheOtherRelaysNoticeWithoutReloading() async throws {
+    func testARefusedWriteIsDecidedAgainWhenTheOtherRelaysNoticeCameFirst() async throws {
         let setup = try await aliceInvitesBobAndCarol()
         // Carol's accept on another relay, whose notice (with its commit) reaches this relay as the write is refused.
         let relay = setup.harness.relay
         let id = setup.sessionId
         setup.store.interleave([{ stored in
             let changes = Self.carolAccepts(id)(stored)
-            relay.remoteChanges(ChangeNotice(node: "other", commits: [ChangeNotice.Commit(count: (stored.changeCount ?? 0) + 1, changes: changes)]))
+            // Carol's accept concerns alice, the session's owner: her version moves on by one.
+            let versions = ["alice": (stored.versions?["alice"] ?? 0) + 1]
+            relay.remoteChanges(ChangeNotice(node: "other", commits: [ChangeNotice.Commit(versions: versions, changes: changes)]))
             return changes
         }])
-        let loads = setup.store.loads
         let accepted = try await setup.bobAccepts().get()
         XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
-        XCTAssertEqual(setup.store.loads, loads, "caught up from the notice: no reload")
         XCTAssertEqual(accepted.field("session")?["observers"], .strings(["bob", "carol"]), "decided on the caught-up session")
         let stored = try await setup.storedObservers()
         XCTAssertEqual(stored, ["bob", "carol"], "carol's accept is not undone")
+        XCTAssertEqual(setup.alice.events("session.accepted").map { $0["by"] }, ["bob"], "the refused attempt sent nothing")
+    }
+
+    /// What a refused decision noted in memory only does not hold back the same request decided again: the
+    /// friend request's target still hears of it, once.
+    func testARefusedFriendRequestDecidedAgainStillReachesItsTarget() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        let (carol, _) = try await setup.harness.connect("carol")
+        // Another relay writes about bob (his alarm contacts) after this relay decided his request.
+        setup.store.interleave([{ _ in [.setAlarmContacts(owner: "bob", ["alice"])] }])
+        _ = try await setup.harness.ok(.friendRequest(username: "carol"), as: setup.bobAuth, sink: setup.bob)
+        XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
+        await setup.harness.relay.drain()
+        XCTAssertEqual(carol.events("friend.request").count, 1, "carol heard of bob's request once: \(carol.messages)")
+        let requests = try await setup.store.load().friendRequests.map { "\($0.from)>\($0.to)" }
+        XCTAssertEqual(requests, ["bob>carol"])
     }
 
     func testAWriteRefusedAtEveryAttemptAnswersStorageAndSendsNothing() async throws {

@@ -1,19 +1,19 @@
-import HomewardCore
+@testable import HomewardCore
 import Synchronization
 
-/// A store between a relay and its SQLite database that counts the writes other relays must hear of, as
-/// PostgreSQL does for relays sharing it (`PostgresStore.applyCounting`), and how often it was loaded whole.
+/// A store between a relay and its SQLite database that keeps the users' write versions, as PostgreSQL does
+/// for relays sharing it (`PostgresStore.applyChecked`), and counts how often it was loaded whole.
 ///
-/// With `checksWrites`, a counted write from a cache loaded at another count is refused (`StoreCacheBehind`),
-/// as PostgreSQL refuses it. "Another relay" then commits what `interleave` gives it just before the relay's
-/// next counted writes, after the relay last read the count: the race two relays run in a cluster. Without
-/// it (tests that hand notices over in order themselves), writes are counted and never refused.
+/// With `checksWrites`, a checked write from a cache holding another version of one of its users is refused
+/// (`StoreCacheBehind`), as PostgreSQL refuses it. "Another relay" then commits what `interleave` gives it just
+/// before the relay's next checked writes, after the relay decided: the race two relays run in a cluster.
+/// Without it (tests that hand notices over in order themselves), versions move on and nothing is refused.
 final class CountingStore: RelayStore {
     typealias Write = @Sendable (StoredState) -> [StoreChange]
 
     private let store: any RelayStore
     private let checksWrites: Bool
-    private let counted = Mutex((count: Int64(0), loads: 0, refused: 0, interlopers: [Write]()))
+    private let counted = Mutex((versions: UserVersions(), loads: 0, refused: 0, interlopers: [Write]()))
 
     init(_ store: any RelayStore, checksWrites: Bool = false) {
         self.store = store
@@ -26,11 +26,14 @@ final class CountingStore: RelayStore {
     /// How many of the relay's writes were refused so far.
     var refused: Int { counted.withLock { $0.refused } }
 
-    /// Makes the next counted write skip a count, as a transaction that took one and then failed does.
-    func skipACount() { counted.withLock { $0.count += 1 } }
+    /// The versions the store holds now.
+    var versions: UserVersions { counted.withLock { $0.versions } }
 
-    /// Before each of the relay's next counted writes, one of `writes` (in order) is committed, made from
-    /// what is stored then (with the count so far), and counted.
+    /// Moves `user`'s version on as another relay's write about them would, one whose notice never comes.
+    func skipAVersion(of user: String) { counted.withLock { $0.versions[user, default: 0] += 1 } }
+
+    /// Before each of the relay's next checked writes, one of `writes` (in order) is committed, made from
+    /// what is stored then (with the versions so far), moving its users' versions on.
     func interleave(_ writes: [Write]) {
         counted.withLock { $0.interlopers += writes }
     }
@@ -42,42 +45,47 @@ final class CountingStore: RelayStore {
 
     func load() async throws -> StoredState {
         var stored = try await store.load()
-        stored.changeCount = counted.withLock { counted in
+        stored.versions = counted.withLock { counted in
             counted.loads += 1
-            return counted.count
+            return counted.versions
         }
         return stored
     }
 
     func apply(_ changes: [StoreChange]) async throws {
-        _ = try await applyCounting(changes, expecting: nil)
+        _ = try await applyChecked(changes, scope: nil)
     }
 
-    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
-        guard changes.contains(where: \.concernsOtherRelays) else {
+    func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
+        guard let scope else {
             try await store.apply(changes)
             return nil
         }
         let interloper = counted.withLock { $0.interlopers.isEmpty ? nil : $0.interlopers.removeFirst() }
         if let interloper {
             var stored = try await store.load()
-            stored.changeCount = counted.withLock { $0.count }
-            try await store.apply(interloper(stored))
-            counted.withLock { $0.count += 1 }
+            stored.versions = counted.withLock { $0.versions }
+            let write = interloper(stored)
+            let users = RelayState(stored).writeScope(of: write, after: RelayState(stored))
+            try await store.apply(write)
+            counted.withLock { counted in for user in users { counted.versions[user, default: 0] += 1 } }
         }
-        let current = counted.withLock { $0.count }
-        if checksWrites, let expecting, expecting != current {
+        let current = counted.withLock { counted in scope.keys.reduce(into: UserVersions()) { $0[$1] = counted.versions[$1, default: 0] } }
+        if checksWrites, current != scope {
             counted.withLock { $0.refused += 1 }
-            throw StoreCacheBehind(expected: expecting, current: current)
+            throw StoreCacheBehind(expected: scope, current: current)
         }
         try await store.apply(changes)
         return counted.withLock { counted in
-            counted.count += 1
-            return counted.count
+            for user in scope.keys { counted.versions[user, default: 0] += 1 }
+            return scope.keys.reduce(into: UserVersions()) { $0[$1] = counted.versions[$1, default: 0] }
         }
     }
 
-    func changeCount() async throws -> Int64? { counted.withLock { $0.count } }
+    func versions(of users: [String]) async throws -> UserVersions? {
+        counted.withLock { counted in users.reduce(into: UserVersions()) { $0[$1] = counted.versions[$1, default: 0] } }
+    }
+
     func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
     func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
 }

@@ -33,14 +33,14 @@ final class StoreCallCounter: RelayStore {
         return try await store.username(forTokenHash: hash)
     }
 
-    func changeCount() async throws -> Int64? {
+    func versions(of users: [String]) async throws -> UserVersions? {
         counted()
-        return try await store.changeCount()
+        return try await store.versions(of: users)
     }
 
-    func applyCounting(_ changes: [StoreChange], expecting: Int64?) async throws -> Int64? {
+    func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         counted()
-        return try await store.applyCounting(changes, expecting: expecting)
+        return try await store.applyChecked(changes, scope: scope)
     }
 
     func sharedSecret(_ name: String, storingIfAbsent candidate: String?) async throws -> String? {

@@ -4,17 +4,18 @@ import HomewardPostgresTestSupport
 import PostgresNIO
 import Testing
 
-/// The change count relays compare to know whether their cache is behind the store (`catchUpWithStore`), and
-/// the check every counted write makes with it. A relay that takes a stale cache for current writes sessions
-/// and alarms back from it whole: an accept another relay committed a moment before is then overwritten, and
-/// its observer never gets a position. So a load never names a count its data lacks, and a write from a
-/// cache that is behind is refused (`StoreCacheBehind`) with nothing applied.
+/// The per-user versions relays sharing the store check their writes with (`PostgresStore.applyChecked`). A
+/// relay that takes a stale cache for current writes sessions and alarms back from it whole: an accept another
+/// relay committed a moment before is then overwritten, and its observer never gets a position. So a write
+/// about a user from a cache that lacks another relay's write about them is refused (`StoreCacheBehind`) with
+/// nothing applied, and a load's versions name exactly the writes its data shows. Writes about other users
+/// neither wait for nor refuse each other, and loads wait for no write.
 @Suite(.postgresServer)
-struct PostgresChangeCountTests {
-    /// Relay A's write is held at its commit (a deferred trigger waits for a lock this test holds), with its
-    /// count already drawn, while relay B loads: the load waits for that commit and then shows the write with
-    /// its count; it never returns the count without the write (relay B would take its cache for current).
-    @Test func aLoadDuringACommitWaitsForItAndShowsTheWriteItCounts() async throws {
+struct PostgresUserVersionTests {
+    /// Relay A's write about ann is held at its commit (a deferred trigger waits for a lock this test holds).
+    /// Meanwhile relay B writes about bob, and loads: neither waits for A, and the load shows neither ann nor her
+    /// version. Once A commits, a load shows both.
+    @Test func writesAboutOtherUsersAndLoadsDoNotWaitForAWriteInProgress() async throws {
         let server = try PostgresServer.requireCurrent()
         let location = try server.createDatabase()
         let subject = PostgresSubject(location: location, server: server)
@@ -24,11 +25,10 @@ struct PostgresChangeCountTests {
         let control = try await open(subject)
         try server.psql("""
             CREATE FUNCTION wait_at_commit() RETURNS trigger LANGUAGE plpgsql AS
-            'BEGIN PERFORM pg_advisory_xact_lock_shared(7); RETURN NULL; END';
+            'BEGIN IF NEW.username = ''ann'' THEN PERFORM pg_advisory_xact_lock_shared(7); END IF; RETURN NULL; END';
             CREATE CONSTRAINT TRIGGER wait_at_commit AFTER INSERT ON users DEFERRABLE INITIALLY DEFERRED
             FOR EACH ROW EXECUTE FUNCTION wait_at_commit();
             """, database: location.database)
-        #expect(try await relayB.changeCount() == 0)
 
         let (held, holding) = AsyncStream<Void>.makeStream()
         let (release, releasing) = AsyncStream<Void>.makeStream()
@@ -41,81 +41,83 @@ struct PostgresChangeCountTests {
             }
         }
         for await _ in held { break }
-        let write = Task { try await relayA.applyCounting([ann], expecting: 0) }
+        let write = Task { try await relayA.applyChecked([ann], scope: ["ann": 0]) }
         try await waitUntilLocksAreAwaited(1, control)
 
-        let load = Task { try await relayB.load() }
-        try await waitUntilLocksAreAwaited(2, control)
-        let before = try await relayB.changeCount()
-        #expect(before == 0 || before == 1, "drawn or not yet: never more than the writes under way")
+        #expect(try await relayB.applyChecked([bob], scope: ["bob": 0]) == ["bob": 1], "bob's write did not wait for ann's")
+        let during = try await relayB.load()
+        #expect(during.users.map(\.username) == ["bob"], "the load did not wait, and shows no write in progress")
+        #expect(during.versions == ["bob": 1], "nor its version")
+        #expect(try await relayB.versions(of: ["ann", "bob"]) == ["bob": 1])
 
         releasing.yield()
         try await lock.value
-        #expect(try await write.value == 1)
-        let during = try await load.value
-        #expect(during.users.contains { $0.username == "ann" }, "the load waited for the commit of the write it counts")
-        #expect(during.changeCount == 1)
-        #expect(try await relayB.changeCount() == 1)
+        #expect(try await write.value == ["ann": 1])
+        let after = try await relayB.load()
+        #expect(after.users.map(\.username) == ["ann", "bob"])
+        #expect(after.versions == ["ann": 1, "bob": 1])
         for store in [relayA, relayB, control] { await store.close() }
     }
 
-    /// A relay whose cache was loaded before another relay's write writes from it: refused, nothing applied;
-    /// loaded again, its write goes through and takes the next count.
-    @Test func aWriteExpectingAStaleCountIsRefusedAndChangesNothing() async throws {
+    /// A relay whose cache was loaded before another relay's write about ann writes about ann from it: refused,
+    /// nothing applied, no version moved; loaded again, its write goes through and takes ann's next version.
+    @Test func aWriteAboutAUserFromAStaleCacheIsRefusedAndChangesNothing() async throws {
         let server = try PostgresServer.requireCurrent()
         let subject = PostgresSubject(location: try server.createDatabase(), server: server)
         defer { Task { await subject.remove() } }
         let relayA = try await open(subject)
         let relayB = try await open(subject)
         let cacheB = try await relayB.load()
-        #expect(try await relayA.applyCounting([ann], expecting: 0) == 1)
+        #expect(try await relayA.applyChecked([ann], scope: ["ann": 0]) == ["ann": 1])
 
-        await #expect(throws: StoreCacheBehind(expected: cacheB.changeCount, current: 1)) {
-            try await relayB.applyCounting([bob], expecting: cacheB.changeCount)
+        let contacts = StoreChange.setAlarmContacts(owner: "ann", ["bob"])
+        await #expect(throws: StoreCacheBehind(expected: ["ann": 0, "bob": 0], current: ["ann": 1, "bob": 0])) {
+            try await relayB.applyChecked([bob, contacts], scope: ["ann": cacheB.versions?["ann"] ?? 0, "bob": 0])
         }
         let reloaded = try await relayB.load()
         #expect(reloaded.users.map(\.username) == ["ann"], "the refused write stored nothing")
-        #expect(reloaded.changeCount == 1, "and took no count")
+        #expect(reloaded.versions == ["ann": 1], "and moved no version")
 
-        #expect(try await relayB.applyCounting([bob], expecting: reloaded.changeCount) == 2)
+        #expect(try await relayB.applyChecked([bob, contacts], scope: ["ann": 1, "bob": 0]) == ["ann": 2, "bob": 1])
         #expect(try await relayB.load().users.map(\.username) == ["ann", "bob"])
         for store in [relayA, relayB] { await store.close() }
     }
 
-    /// Last-seen times and token uses concern no other relay: they take no lock, no count and no check.
-    @Test func anUncountedWriteIsNotChecked() async throws {
+    /// Last-seen times and token uses concern no other relay: written without a scope, they move no version.
+    @Test func aWriteWithoutScopeIsNotChecked() async throws {
         let server = try PostgresServer.requireCurrent()
         let subject = PostgresSubject(location: try server.createDatabase(), server: server)
         defer { Task { await subject.remove() } }
         let store = try await open(subject)
-        #expect(try await store.applyCounting([ann], expecting: 0) == 1)
-        #expect(try await store.applyCounting([.lastSeen(username: "ann", at: 5)], expecting: 0) == nil)
+        #expect(try await store.applyChecked([ann], scope: ["ann": 0]) == ["ann": 1])
+        #expect(try await store.applyChecked([.lastSeen(username: "ann", at: 5)], scope: nil) == nil)
         let loaded = try await store.load()
         #expect(loaded.lastSeen["ann"] == 5)
-        #expect(loaded.changeCount == 1)
+        #expect(loaded.versions == ["ann": 1])
         await store.close()
     }
 
-    /// Relays whose caches all have the same count write at once, each its own row: exactly one write goes
-    /// through, every other is refused, and the store holds the winner's row only.
-    @Test func ofConcurrentWritersExpectingTheSameCountExactlyOneWins() async throws {
+    /// Relays whose caches hold the same version of one user write about that user at once: exactly one write
+    /// goes through, every other is refused, and the store holds the winner's row only. Writes about six
+    /// different users at once all go through.
+    @Test func ofConcurrentWritersAboutOneUserExactlyOneWinsAndAboutOthersAllDo() async throws {
         let server = try PostgresServer.requireCurrent()
         let subject = PostgresSubject(location: try server.createDatabase(), server: server)
         defer { Task { await subject.remove() } }
         var relays: [PostgresStore] = []
         for _ in 0..<6 { relays.append(try await open(subject)) }
         for round in 0..<5 {
-            let expected = try await relays[0].load().changeCount
-            let results = await withTaskGroup(of: (Int, Result<Int64?, any Error>).self) { group in
+            let expected = try await relays[0].load().versions?["owner"] ?? 0
+            let results = await withTaskGroup(of: (Int, Result<UserVersions?, any Error>).self) { group in
                 for (i, relay) in relays.enumerated() {
                     let user = StoreChange.createUser(UserProfile(username: "r\(round)w\(i)", name: "W"), passwordHash: "x", at: 1)
                     group.addTask {
-                        do { return (i, .success(try await relay.applyCounting([user], expecting: expected))) } catch {
+                        do { return (i, .success(try await relay.applyChecked([user], scope: ["owner": expected]))) } catch {
                             return (i, .failure(error))
                         }
                     }
                 }
-                return await group.reduce(into: [(Int, Result<Int64?, any Error>)]()) { $0.append($1) }
+                return await group.reduce(into: [(Int, Result<UserVersions?, any Error>)]()) { $0.append($1) }
             }
             let winners = results.filter { if case .success = $0.1 { true } else { false } }
             #expect(winners.count == 1, "round \(round): \(results)")
@@ -125,9 +127,28 @@ struct PostgresChangeCountTests {
             let stored = try await relays[0].load()
             let written = stored.users.map(\.username).filter { $0.hasPrefix("r\(round)w") }
             #expect(written == winners.map { "r\(round)w\($0.0)" }, "round \(round): only the winner's row")
-            #expect(stored.changeCount == expected.map { $0 + 1 })
+            #expect(stored.versions?["owner"] == expected + 1)
         }
+        let disjoint = await withTaskGroup(of: Bool.self) { group in
+            for (i, relay) in relays.enumerated() {
+                let user = StoreChange.createUser(UserProfile(username: "solo\(i)", name: "S"), passwordHash: "x", at: 1)
+                group.addTask { (try? await relay.applyChecked([user], scope: ["solo\(i)": 0])) == ["solo\(i)": 1] }
+            }
+            return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(disjoint == relays.count, "writes about different users refuse nothing")
         for relay in relays { await relay.close() }
+    }
+
+    /// A store no checked write has reached holds no versions: every user is at 0.
+    @Test func aNewStoreHoldsNoVersions() async throws {
+        let server = try PostgresServer.requireCurrent()
+        let subject = PostgresSubject(location: try server.createDatabase(), server: server)
+        defer { Task { await subject.remove() } }
+        let store = try await open(subject)
+        #expect(try await store.load().versions == [:])
+        #expect(try await store.versions(of: ["ann"]) == [:])
+        await store.close()
     }
 
     private let ann = StoreChange.createUser(UserProfile(username: "ann", name: "Ann"), passwordHash: "x", at: 1)
