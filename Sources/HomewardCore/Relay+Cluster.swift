@@ -75,7 +75,7 @@ extension Relay: BusReceiver {
         // elsewhere) close; the one that sent `logout` was signed out before and stays.
         if !revokedTokens.isEmpty {
             closeConnections(signedInWith: revokedTokens)
-            if busIsShared { notice.revokedTokens += revokedTokens }
+            if busIsShared { cluster.outgoing.revokedTokens += revokedTokens }
             revokedTokens.removeAll()
         }
         publishNotice()
@@ -83,13 +83,14 @@ extension Relay: BusReceiver {
 
     /// Sends what the notice holds so far (commits, events, viewers to close, revoked tokens), if anything.
     func publishNotice() {
-        guard noticeNeeded || !notice.events.isEmpty || !notice.closeViewers.isEmpty || !notice.revokedTokens.isEmpty else { return }
-        if !busStopped { bus.publishChanges(notice) }
-        notice.events.removeAll()
-        notice.closeViewers.removeAll()
-        notice.revokedTokens.removeAll()
-        notice.commits = []
-        noticeNeeded = false
+        guard cluster.noticeNeeded || !cluster.outgoing.events.isEmpty || !cluster.outgoing.closeViewers.isEmpty
+            || !cluster.outgoing.revokedTokens.isEmpty else { return }
+        if !cluster.busStopped { bus.publishChanges(cluster.outgoing) }
+        cluster.outgoing.events.removeAll()
+        cluster.outgoing.closeViewers.removeAll()
+        cluster.outgoing.revokedTokens.removeAll()
+        cluster.outgoing.commits = []
+        cluster.noticeNeeded = false
     }
 
     /// Right after a commit the others must know of (`persist`), before anything of it leaves this relay (a
@@ -100,7 +101,7 @@ extension Relay: BusReceiver {
     /// the notice goes with the reconnect, and the others ask the store meanwhile or reload on their own
     /// reconnect.
     func publishConfirmedNotice() async {
-        guard !busStopped else { return }
+        guard !cluster.busStopped else { return }
         publishNotice()
         await bus.flush()
     }
@@ -123,16 +124,16 @@ extension Relay: BusReceiver {
     /// client expect positions (an accept, a watch, a sign-in), so the walker's next position is not lost.
     func syncInterest() async {
         let interest = presence.takeInterestChanges()
-        guard !interest.added.isEmpty || !interest.removed.isEmpty, !busStopped else { return }
+        guard !interest.added.isEmpty || !interest.removed.isEmpty, !cluster.busStopped else { return }
         await bus.updateInterest(adding: interest.added, removing: interest.removed)
     }
 
     func addToNotice(_ events: [(to: String, message: JSONValue)]) {
         for event in events {
-            if let last = notice.events.indices.last, notice.events[last].message == event.message {
-                notice.events[last].recipients.append(event.to)
+            if let last = cluster.outgoing.events.indices.last, cluster.outgoing.events[last].message == event.message {
+                cluster.outgoing.events[last].recipients.append(event.to)
             } else {
-                notice.events.append(ChangeNotice.Event(recipients: [event.to], message: event.message))
+                cluster.outgoing.events.append(ChangeNotice.Event(recipients: [event.to], message: event.message))
             }
         }
     }
@@ -153,7 +154,7 @@ extension Relay: BusReceiver {
                 let message = EncodedMessage(event.message)
                 for username in event.recipients where !alreadyCaughtUp(username, with: event.message) {
                     deliver(message, to: username)
-                    if backlogShown != nil { backlogShown?[username, default: []].append(event.message) }
+                    if cluster.backlogShown != nil { cluster.backlogShown?[username, default: []].append(event.message) }
                 }
             }
             closeViewers(notice.closeViewers)
@@ -209,18 +210,18 @@ extension Relay: BusReceiver {
     /// Remembers what each connected user has been shown of their backlog (pending requests, invites,
     /// alarms), to tell them what they missed once the bus is back.
     func busLost() {
-        guard backlogShown == nil else { return }
-        backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        guard cluster.backlogShown == nil else { return }
+        cluster.backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
     }
 
     /// The bus is back, the change notices sent meanwhile are lost: reloads from PostgreSQL, and sends each
     /// connected user what is pending for them now and was not before (an alarm raised on another relay
     /// meanwhile), as their next sign-in would.
     func busBack() async {
-        let shown = backlogShown ?? [:]
-        backlogShown = nil
-        caughtUp = [:]
-        caughtUpAt = clock()
+        let shown = cluster.backlogShown ?? [:]
+        cluster.backlogShown = nil
+        cluster.caughtUp = [:]
+        cluster.caughtUpAt = clock()
         await reloadFromStore(afterRemoteChange: true)
         await syncInterest()
         let now = clock()
@@ -229,7 +230,7 @@ extension Relay: BusReceiver {
             let missed = state.backlog(for: username).filter { message in !(shown[username] ?? []).contains(message) }
             guard !missed.isEmpty else { continue }
             for message in missed { deliver(EncodedMessage(message), to: username) }
-            caughtUp[username, default: []] += missed
+            cluster.caughtUp[username, default: []] += missed
             delivered += state.markAlarmsDelivered(to: username, now: now)
         }
         if !delivered.isEmpty { try? await persist(delivered) }
@@ -238,8 +239,8 @@ extension Relay: BusReceiver {
     /// Whether `busBack` already sent `message` to `username`: a notice published during the outage may be
     /// replayed by its relay's NATS client after the reconnect, and must not show the same event twice.
     func alreadyCaughtUp(_ username: String, with message: JSONValue) -> Bool {
-        guard clock() - caughtUpAt < Self.replayWindow, let index = caughtUp[username]?.firstIndex(of: message) else { return false }
-        caughtUp[username]?.remove(at: index)
+        guard clock() - cluster.caughtUpAt < Self.replayWindow, let index = cluster.caughtUp[username]?.firstIndex(of: message) else { return false }
+        cluster.caughtUp[username]?.remove(at: index)
         return true
     }
 
@@ -265,17 +266,17 @@ extension Relay: BusReceiver {
         // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
         guard busIsShared, !unstored, versions != nil else { return }
         let (running, submitted) = mailbox.withLock { ($0.taken, $0.submitted) }
-        guard !freshness.covers(command: running) else { return }
-        if freshness.mayUseBarrier(now: clock()) {
+        guard !cluster.freshness.covers(command: running) else { return }
+        if cluster.freshness.mayUseBarrier(now: clock()) {
             if let generation = await bus.barrier() {
-                if freshness.trusts(generation) {
+                if cluster.freshness.trusts(generation) {
                     await handleRemoteNotices(takeRemoteNotices())
-                    if sequencer.isHolding, !(await catchUpWithHeldNotices()) { return }
-                    freshness.checked(through: submitted)
+                    if cluster.sequencer.isHolding, !(await catchUpWithHeldNotices()) { return }
+                    cluster.freshness.checked(through: submitted)
                     return
                 }
             } else {
-                freshness.barrierFailed(at: clock())
+                cluster.freshness.barrierFailed(at: clock())
             }
         }
         if let user { await catchUpWithStore(for: user) }
@@ -288,10 +289,10 @@ extension Relay: BusReceiver {
     /// with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
     func catchUpWithStore(for user: String) async {
         let now = clock()
-        guard now - versionsFailedAt >= Self.readBackInterval else { return }
+        guard now - cluster.versionsFailedAt >= Self.readBackInterval else { return }
         let current: UserVersions?
         do { current = try await store.versions(of: [user]) } catch {
-            versionsFailedAt = now
+            cluster.versionsFailedAt = now
             return
         }
         guard let current, let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) else { return }

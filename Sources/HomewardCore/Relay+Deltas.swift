@@ -9,7 +9,7 @@ extension Relay {
     /// Other relays' notices, in the order they came (possibly none: a look at those held).
     func handleRemoteNotices(_ notices: [ChangeNotice]) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        switch sequencer.take(notices, versions: versions, now: now) {
+        switch cluster.sequencer.take(notices, versions: versions, now: now) {
         case .apply(let commits, let ready):
             if !commits.isEmpty { apply(commits) }
             if !ready.isEmpty { await deliverNotices(ready) }
@@ -36,8 +36,8 @@ extension Relay {
 
     /// While notices are held, looks at them again when the oldest one's wait is over.
     private func checkHeldNoticesLater() {
-        guard !heldCheckQueued, let wait = sequencer.remainingHold(now: DispatchTime.now().uptimeNanoseconds) else { return }
-        heldCheckQueued = true
+        guard !cluster.heldCheckQueued, let wait = cluster.sequencer.remainingHold(now: DispatchTime.now().uptimeNanoseconds) else { return }
+        cluster.heldCheckQueued = true
         executor.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(wait))) { [weak self] in
             self?.submit(.checkHeldNotices)
         }
@@ -45,7 +45,7 @@ extension Relay {
 
     /// The `checkHeldNotices` command.
     func checkHeldNotices() async {
-        heldCheckQueued = false
+        cluster.heldCheckQueued = false
         await handleRemoteNotices(takeRemoteNotices())
     }
 }

@@ -27,7 +27,7 @@ extension Relay {
     /// everywhere), and the last positions of walkers connected there.
     func heard(_ message: PresenceMessage) {
         let now = clock()
-        performPresence(presenceSync.receive(message, now: now), now: now)
+        performPresence(cluster.presenceSync.receive(message, now: now), now: now)
         let positions: [String: LastPosition] = switch message {
         case .heartbeat(let heartbeat): heartbeat.positions
         case .snapshot(let snapshot): snapshot.positions
@@ -39,10 +39,10 @@ extension Relay {
     /// Once a second: tells the others this relay is alive; forgets relays that went silent, and asks again
     /// for snapshots that did not come.
     func presenceTick() {
-        guard !busStopped else { return }
-        bus.publishPresence(.heartbeat(presenceFeed.heartbeat(positions: localWalkerPositions())))
+        guard !cluster.busStopped else { return }
+        bus.publishPresence(.heartbeat(cluster.presenceFeed.heartbeat(positions: localWalkerPositions())))
         let now = clock()
-        performPresence(presenceSync.tick(now: now), now: now)
+        performPresence(cluster.presenceSync.tick(now: now), now: now)
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceMessage.interval))) {
             [weak self] in self?.submit(.presenceTick)
         }
@@ -52,9 +52,9 @@ extension Relay {
     /// `PresenceMessage.changeDelay`, with the changes that come meanwhile.
     func presenceLeft(_ username: String, at time: Int64) {
         guard busIsShared else { return }
-        presenceFeed.left(username, at: time)
-        guard !presenceFeed.deltaQueued else { return }
-        presenceFeed.deltaQueued = true
+        cluster.presenceFeed.left(username, at: time)
+        guard !cluster.presenceFeed.deltaQueued else { return }
+        cluster.presenceFeed.deltaQueued = true
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceMessage.changeDelay))) {
             [weak self] in self?.submit(.presenceChange)
         }
@@ -63,15 +63,15 @@ extension Relay {
     /// A user's first connection here: the other relays hear of it before the sign-in is answered, so
     /// that what the client does next on another relay (its other device logs out there) finds them online.
     func tellOtherRelaysOnline(_ username: String) async {
-        guard busIsShared, !busStopped else { return }
-        presenceFeed.joined(username)
+        guard busIsShared, !cluster.busStopped else { return }
+        cluster.presenceFeed.joined(username)
         sendPresenceDelta()
         await bus.flush()
     }
 
     /// The changes not sent yet, as the next delta.
     func sendPresenceDelta() {
-        guard !busStopped, let delta = presenceFeed.takeDelta() else { return }
+        guard !cluster.busStopped, let delta = cluster.presenceFeed.takeDelta() else { return }
         bus.publishPresence(.delta(delta))
     }
 
@@ -79,16 +79,16 @@ extension Relay {
     /// what the deltas up to its number say.
     func presenceSnapshot() -> PresenceSnapshot {
         sendPresenceDelta()
-        return presenceFeed.snapshot(online: localUsernames(), positions: localWalkerPositions())
+        return cluster.presenceFeed.snapshot(online: localUsernames(), positions: localWalkerPositions())
     }
 
     /// The last delta says nobody is connected here any more, so the others need not wait for the expiry.
     func stopBusInTurn() async {
-        guard busIsShared, !busStopped else { return }
+        guard busIsShared, !cluster.busStopped else { return }
         let now = clock()
-        for username in localUsernames() { presenceFeed.left(username, at: now) }
+        for username in localUsernames() { cluster.presenceFeed.left(username, at: now) }
         sendPresenceDelta()
-        busStopped = true
+        cluster.busStopped = true
     }
 
     private func performPresence(_ actions: [PresenceSync.Action], now: Int64) {
@@ -104,7 +104,7 @@ extension Relay {
                 announcePresence(username, online: false, at: lastSeen)
                 state.ownerWentOffline(username, at: lastSeen)
             case .requestSnapshot(let node):
-                guard !busStopped else { continue }
+                guard !cluster.busStopped else { continue }
                 logger.info("missed presence changes of another relay; asking for its snapshot", metadata: ["from": "\(node)"])
                 bus.requestPresenceSnapshot(of: node)
             }

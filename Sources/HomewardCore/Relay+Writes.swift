@@ -100,7 +100,7 @@ extension Relay {
         revokedTokens.removeAll()
         afterStored { relay in
             relay.closeConnections(signedInWith: revoked)
-            if relay.busIsShared { relay.notice.revokedTokens += revoked }
+            if relay.busIsShared { relay.cluster.outgoing.revokedTokens += revoked }
         }
     }
 
@@ -173,8 +173,8 @@ extension Relay {
                     versions?.merge(moved) { max($0, $1) }
                     for user in moved.keys { ownCommits[user, default: 0] += 1 }
                 }
-                noticeNeeded = true
-                notice.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
+                cluster.noticeNeeded = true
+                cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
                 // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
                 await publishConfirmedNotice()
             }
@@ -183,7 +183,7 @@ extension Relay {
             startWrite()
             for waiter in released { await waiter.release(self) }
             // Another relay's commit that came after this one's may be waiting for it.
-            if busIsShared, sequencer.isHolding { await handleRemoteNotices([]) }
+            if busIsShared, cluster.sequencer.isHolding { await handleRemoteNotices([]) }
         case .failure(let behind as StoreCacheBehind):
             await writeRefused(behind)
         case .failure(let error):

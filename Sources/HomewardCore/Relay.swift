@@ -53,25 +53,13 @@ public actor Relay {
     /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
     /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
     var ownsTimers: Bool
-    /// Changes this command stored and events it sent, which the other relays must hear of.
-    var notice: ChangeNotice
-    var noticeNeeded = false
-    /// What the other relays said about who is connected to them (`Relay+Presence`).
-    var presenceSync = PresenceSync()
-    /// What this relay tells them about who is connected here (`Relay+Presence`).
-    var presenceFeed: PresenceFeed
-    /// While the bus is lost: what each connected user was shown of their backlog (see `busLost`).
-    var backlogShown: [String: [JSONValue]]?
-    /// What `busBack` sent each user, and when (see `alreadyCaughtUp`).
-    var caughtUp: [String: [JSONValue]] = [:]
-    var caughtUpAt: Int64 = 0
-    var busStopped = false
+    /// What this relay keeps to work among others sharing its store (`ClusterLink`, `Relay+Cluster`); on a relay
+    /// alone it stays as made and nothing reads it.
+    var cluster: ClusterLink
     /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
     var signedInTokens = SignedInTokens()
     /// Tokens this command revoked.
     var revokedTokens: [String] = []
-    /// When reading the store's versions last failed (see `catchUpWithStore`).
-    var versionsFailedAt: Int64 = .min / 2
     /// On a shared store, this relay's own commits per user since the journal was last idle (`Relay+Writes`).
     var ownCommits: UserVersions = [:]
     /// The batch with the store now (its notice is sent once it is stored).
@@ -87,13 +75,6 @@ public actor Relay {
     /// refused attempt's restore (`onCurrentCache`) has nothing of it to put back, and a write does not copy
     /// every user's version while the attempt holds the state from before it.
     var versions: UserVersions?
-    /// Which requests the cache is known current for (see `catchUpBeforeRequest`).
-    var freshness = CacheFreshness()
-    /// Other relays' notices in their users' order (see `Relay+Deltas`).
-    var sequencer = NoticeSequencer()
-    /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
-    var heldCheckQueued = false
-
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
     /// Last-seen times not stored yet. They only tell friends when someone was last online, so they are
@@ -160,8 +141,7 @@ public actor Relay {
         self.bus = bus
         self.busIsShared = bus.isShared
         self.ownsTimers = ownsTimers
-        self.notice = ChangeNotice(node: node)
-        self.presenceFeed = PresenceFeed(node: node)
+        self.cluster = ClusterLink(node: node)
         self.clock = clock
         self.logger = logger
         self.features = features
@@ -483,7 +463,7 @@ public actor Relay {
             continuation.resume()
         case .presenceSnapshot(let continuation):
             // Closed: nobody is connected here any more.
-            continuation.resume(returning: presenceFeed.snapshot(online: [], positions: [:]))
+            continuation.resume(returning: cluster.presenceFeed.snapshot(online: [], positions: [:]))
         default:
             break
         }
@@ -660,7 +640,7 @@ public actor Relay {
         done(.success(RelayReply(reply, auth: .authenticated(auth))))
         let backlog = state.backlog(for: auth.username)
         for message in backlog { sink.send(EncodedMessage(message)) }
-        if backlogShown != nil { backlogShown?[auth.username] = backlog }
+        if cluster.backlogShown != nil { cluster.backlogShown?[auth.username] = backlog }
         await complete { Outcome(changes: state.markAlarmsDelivered(to: auth.username, now: now)) }
         // Meeting points and messages that waited: stored as delivered before they go out.
         await complete { state.deliverQueued(to: auth.username, now: now) }
@@ -904,11 +884,11 @@ public actor Relay {
         }
         if busIsShared {
             addToNotice(outcome.events)
-            notice.closeViewers += outcome.closeViewers
+            cluster.outgoing.closeViewers += outcome.closeViewers
         }
-        if backlogShown != nil {
+        if cluster.backlogShown != nil {
             // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
-            for event in outcome.events { backlogShown?[event.to, default: []].append(event.message) }
+            for event in outcome.events { cluster.backlogShown?[event.to, default: []].append(event.message) }
         }
         closeViewers(outcome.closeViewers)
         alarmsPending.record(state.alarms.count)
@@ -1065,7 +1045,7 @@ public actor Relay {
         let deadline = ContinuousClock.now + Self.heldCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if !sequencer.isHolding { return !unstored }
+            if !cluster.sequencer.isHolding { return !unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
@@ -1097,12 +1077,12 @@ public actor Relay {
         }
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
-        freshness.currentWithStore(onBus: generation)
+        cluster.freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
         versions = stored.versions
-        sequencer.reloaded(at: versions)
+        cluster.sequencer.reloaded(at: versions)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {
