@@ -15,7 +15,7 @@ import HomewardProtocol
 ///
 /// On a shared store (a cluster) the batch is checked against the other relays' writes about the same users
 /// (`RelayStore.applyChecked`): each decision stages, with its changes, the version of each user it concerns
-/// that it saw, less this relay's own commits since (`ownCommits`), so that a batch is checked with what its
+/// that it saw, less this relay's own commits since (`WriteJournal.ownCommits`), so that a batch is checked with what its
 /// decisions saw plus what this relay itself committed meanwhile. A committed batch is told to the other
 /// relays (its notice confirmed by nats-server) before its waiters are released. A refused batch
 /// (`writeRefused`) means a decision in it missed another relay's write: the state, which holds it and what
@@ -53,7 +53,7 @@ extension Relay {
     private func writeBases(of changes: [StoreChange]) -> UserVersions {
         guard busIsShared, let cached = versions, changes.contains(where: \.concernsOtherRelays) else { return [:] }
         let users = (decidedFrom ?? state).writeScope(of: changes, after: state)
-        return Dictionary(uniqueKeysWithValues: users.map { ($0, cached[$0, default: 0] - ownCommits[$0, default: 0]) })
+        return Dictionary(uniqueKeysWithValues: users.map { ($0, journal.base(cached[$0, default: 0], of: $0)) })
     }
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a
@@ -107,12 +107,11 @@ extension Relay {
     /// Sends the next batch to the store when none is there.
     func startWrite() {
         guard let batch = journal.nextBatch() else { return }
-        committingBatch = batch
         // Checked on a shared store: each user at the oldest version a decision in the batch saw, plus this
         // relay's own commits since (a decision that missed another relay's write then fails the check).
         let counted = busIsShared && batch.contains(where: \.concernsOtherRelays)
         let scope: UserVersions? = counted && versions != nil
-            ? journal.committingBases.reduce(into: [:]) { $0[$1.key] = $1.value + ownCommits[$1.key, default: 0] } : nil
+            ? journal.committingScope : nil
         commit(batch, scope: scope)
     }
 
@@ -164,22 +163,17 @@ extension Relay {
     /// meanwhile), or fails a failed batch's and those of everything decided after it. On a shared store a
     /// stored batch is told to the others first, and a refused one is decided again.
     func writeFinished(_ result: Result<UserVersions?, any Error>) async {
-        let batch = committingBatch
-        committingBatch = []
+        let batch = journal.committingChanges
         switch result {
         case .success(let moved):
             if busIsShared, batch.contains(where: \.concernsOtherRelays) {
-                if let moved {
-                    versions?.merge(moved) { max($0, $1) }
-                    for user in moved.keys { ownCommits[user, default: 0] += 1 }
-                }
+                if let moved { versions?.merge(moved) { max($0, $1) } }
                 cluster.noticeNeeded = true
                 cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
                 // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
                 await publishConfirmedNotice()
             }
-            let released = journal.committed()
-            if journal.isIdle { ownCommits = [:] }
+            let released = journal.committed(moving: moved)
             startWrite()
             for waiter in released { await waiter.release(self) }
             // Another relay's commit that came after this one's may be waiting for it.
@@ -188,7 +182,6 @@ extension Relay {
             await writeRefused(behind)
         case .failure(let error):
             let (waiters, lost) = journal.failed()
-            ownCommits = [:]
             writeFailed(error, lost: lost)
             let failure = RelayError.storage("\(error)")
             for waiter in waiters { await waiter.fail(self, failure) }
@@ -204,7 +197,6 @@ extension Relay {
     /// refused: a request is decided again on the fresh state (`decideAgain`), in the order they were decided.
     func writeRefused(_ behind: StoreCacheBehind) async {
         let (waiters, _) = journal.failed()
-        ownCommits = [:]
         logger.debug("write refused: another relay wrote about the same user first", metadata: ["refusal": "\(behind)"])
         // As after a failed write: what the refused decisions noted in memory only (a friend request's
         // notice, which would hold back the event of the same request decided again) starts afresh.

@@ -60,10 +60,6 @@ public actor Relay {
     var signedInTokens = SignedInTokens()
     /// Tokens this command revoked.
     var revokedTokens: [String] = []
-    /// On a shared store, this relay's own commits per user since the journal was last idle (`Relay+Writes`).
-    var ownCommits: UserVersions = [:]
-    /// The batch with the store now (its notice is sent once it is stored).
-    var committingBatch: [StoreChange] = []
     /// The request being decided again after its write was refused (`decideAgain`), while it is.
     var redecision: Redecision?
     /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a

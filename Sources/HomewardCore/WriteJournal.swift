@@ -11,9 +11,10 @@
 /// and a reply that only reads is never ahead of a write it has seen. When a batch fails, it and
 /// everything decided after it (on top of it) fail: `failed` hands back all their waiters.
 ///
-/// On a shared store each decision's changes come with the users they concern and, for each, the version
-/// the decision saw (`stage(_:bases:)`, see `Relay+Writes`): a batch is checked with the oldest a decision in
-/// it saw (`committingBases`), so a batch is refused when any decision in it missed another relay's write.
+/// On a shared store each decision's changes come with the users they concern and, for each, the version the
+/// decision saw less this relay's own commits since the journal was last idle (`base`, `ownCommits`): a batch is
+/// checked with, for each user, the oldest base a decision in it saw plus the own commits since
+/// (`committingScope`), so a batch is refused when any decision in it missed another relay's write.
 ///
 /// Differs from LMAX's journal in what it holds: the decided changes, not the input commands, so a
 /// restart reads state, not a log to replay.
@@ -26,8 +27,11 @@ struct WriteJournal<Waiter> {
     /// Decided and not released yet, oldest first; the first `committing` of them are being committed.
     private var entries: [Entry] = []
     private var committing: Int?
-    /// For the batch being committed: each of its users with the lowest base a decision in it saw.
-    private(set) var committingBases: UserVersions = [:]
+    /// For the batch being committed: its changes, and each of its users with the lowest base a decision in it saw.
+    private(set) var committingChanges: [StoreChange] = []
+    private var committingBases: UserVersions = [:]
+    /// This relay's own commits per user since the journal was last idle (a shared store's versions).
+    private(set) var ownCommits: UserVersions = [:]
     /// The most changes one batch takes (a bigger decision goes alone).
     let maxChanges: Int
 
@@ -70,16 +74,28 @@ struct WriteJournal<Waiter> {
         }
         guard !batch.isEmpty else { return nil }
         committing = end
+        committingChanges = batch
         committingBases = bases
         return batch
     }
 
-    /// The batch being committed is stored: the waiters to release now, in order (its own, and those
-    /// right behind it that wait for nothing else).
-    mutating func committed() -> [Waiter] {
+    /// What a decision that saw `version` of `user` in the cache stages as its base (`stage(_:bases:)`).
+    func base(_ version: Int64, of user: String) -> Int64 { version - ownCommits[user, default: 0] }
+
+    /// What the batch being committed is checked with: each of its users at the oldest version a decision in it
+    /// saw, plus this relay's own commits since.
+    var committingScope: UserVersions {
+        committingBases.reduce(into: [:]) { $0[$1.key] = $1.value + ownCommits[$1.key, default: 0] }
+    }
+
+    /// The batch being committed is stored (moving the versions of `moved`'s users, on a shared store): the
+    /// waiters to release now, in order (its own, and those right behind it that wait for nothing else).
+    mutating func committed(moving moved: UserVersions? = nil) -> [Waiter] {
         guard let end = committing else { return [] }
         committing = nil
+        committingChanges = []
         committingBases = [:]
+        for user in (moved ?? [:]).keys { ownCommits[user, default: 0] += 1 }
         var released: [Waiter] = []
         var taken = end
         for entry in entries[..<end] { if case .waiter(let waiter) = entry { released.append(waiter) } }
@@ -89,6 +105,8 @@ struct WriteJournal<Waiter> {
             taken += 1
         }
         entries.removeFirst(taken)
+        // Idle: no decision staged holds a base that counts them any more.
+        if entries.isEmpty { ownCommits = [:] }
         return released
     }
 
@@ -105,7 +123,9 @@ struct WriteJournal<Waiter> {
         }
         entries.removeAll()
         committing = nil
+        committingChanges = []
         committingBases = [:]
+        ownCommits = [:]
         return (waiters, lost)
     }
 }

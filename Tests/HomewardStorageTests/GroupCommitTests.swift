@@ -250,6 +250,28 @@ final class WriteJournalTests: XCTestCase {
         XCTAssertTrue(journal.isIdle)
         XCTAssertNil(journal.nextBatch())
     }
+
+    /// On a shared store: a batch is checked with, for each user, the oldest version a decision in it saw plus
+    /// this relay's own commits since, so a decision staged while its relay's own write about the same user was
+    /// with the store counts that write, and one that missed another relay's write fails the check.
+    func testABatchIsCheckedWithTheOldestVersionItsDecisionsSawPlusOwnCommitsSince() {
+        var journal = WriteJournal<Int>()
+        journal.stage([change], bases: ["ann": journal.base(4, of: "ann")])
+        XCTAssertEqual(journal.nextBatch()?.count, 1)
+        XCTAssertEqual(journal.committingScope, ["ann": 4])
+        // Decided while the first batch is with the store: the cache still holds ann at 4.
+        journal.stage([change], bases: ["ann": journal.base(4, of: "ann"), "bob": journal.base(2, of: "bob")])
+        _ = journal.committed(moving: ["ann": 5])
+        XCTAssertEqual(journal.ownCommits, ["ann": 1])
+        // Decided after it: the cache holds ann at 5 (its own commit), and sees another relay's write about bob (3).
+        journal.stage([change], bases: ["ann": journal.base(5, of: "ann"), "bob": journal.base(3, of: "bob")])
+        XCTAssertEqual(journal.nextBatch()?.count, 2)
+        XCTAssertEqual(journal.committingScope, ["ann": 5, "bob": 2],
+                       "ann counts the own commit; bob is checked at 2, which the first decision saw: it missed bob's 3")
+        _ = journal.committed(moving: ["ann": 6, "bob": 3])
+        XCTAssertTrue(journal.isIdle)
+        XCTAssertEqual(journal.ownCommits, [:], "idle: nothing staged counts them any more")
+    }
 }
 
 /// Asserts that every request submitted so far is decided while a write is held (within 5 s: without group
