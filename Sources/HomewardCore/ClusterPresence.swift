@@ -25,6 +25,9 @@ public enum PresenceMessage: Sendable, Equatable {
     public static let changeDelay: Int64 = 50
     /// After this long without hearing from a relay it counts as gone (its users offline).
     public static let expiry: Int64 = 3000
+    /// After this long without hearing from a relay (a heartbeat missed), the others read the store for what it
+    /// may have committed and not told (`PresenceSync.Action.silent`).
+    public static let silence: Int64 = 1200
 }
 
 /// Who got their first connection to `node`, and whose last connection there closed (and when), since its

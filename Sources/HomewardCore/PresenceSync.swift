@@ -18,6 +18,9 @@ public struct PresenceSync: Sendable {
         case online(String, node: String)
         case offline(String, node: String, lastSeen: Int64)
         case requestSnapshot(node: String)
+        /// `node` missed its heartbeat: it may have died between a commit and the notice telling of it, so what it
+        /// committed may reach the store and no relay's connections (`Relay.catchUpAfterSilence`).
+        case silent(node: String)
     }
 
     struct Node {
@@ -26,6 +29,8 @@ public struct PresenceSync: Sendable {
         var seq: Int64
         var users: Set<String>
         var heardAt: Int64
+        /// The `heardAt` whose silence was reported (`Action.silent`), so each silence is reported once.
+        var silenceReported: Int64?
         /// While a snapshot is awaited: when it was asked for, and the deltas that came since.
         var awaiting: Awaiting?
     }
@@ -61,10 +66,15 @@ public struct PresenceSync: Sendable {
         }
     }
 
-    /// Relays silent for longer than the expiry are gone; snapshots not answered are asked for again.
+    /// Relays that missed a heartbeat are reported once per silence; relays silent for longer than the expiry
+    /// are gone; snapshots not answered are asked for again.
     public mutating func tick(now: Int64) -> [Action] {
         var actions: [Action] = []
         for (name, node) in nodes.sorted(by: { $0.key < $1.key }) {
+            if now - node.heardAt > PresenceMessage.silence, node.silenceReported != node.heardAt {
+                nodes[name]?.silenceReported = node.heardAt
+                actions.append(.silent(node: name))
+            }
             if now - node.heardAt > PresenceMessage.expiry {
                 let gone = min(now, node.heardAt + PresenceMessage.interval)
                 actions += node.users.sorted().map { .offline($0, node: name, lastSeen: gone) }

@@ -221,6 +221,27 @@ extension Relay: BusReceiver {
         let shown = cluster.backlogShown ?? [:]
         cluster.backlogShown = nil
         cluster.caughtUp = [:]
+        await deliverMissedBacklog(shown: shown)
+    }
+
+    /// Another relay missed its heartbeat. It may have died between a commit and the notice that tells of it
+    /// (a friend request, an invite, an alarm stored and never heard of here), and nothing else would bring that
+    /// to its recipients connected here before their next sign-in. So this relay reads the store again and sends
+    /// each connected user what is pending for them now and was not before, within about `PresenceMessage.silence`
+    /// of the other's last heartbeat. A notice that comes after all (the relay was only slow) shows none of it twice
+    /// (`alreadyCaughtUp`).
+    func catchUpAfterSilence(of node: String) async {
+        // This relay lost the bus itself (every other relay falls silent then): `busBack` catches up when it is back.
+        guard cluster.backlogShown == nil, !cluster.busStopped else { return }
+        logger.info("another relay missed its heartbeat; reading what it may have stored and not told",
+                    metadata: ["node": "\(node)"])
+        let shown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        await deliverMissedBacklog(shown: shown)
+    }
+
+    /// Reloads, then sends each connected user what is pending for them now and is not in `shown` (what they were
+    /// shown before), as their next sign-in would, remembering it so that a late notice does not repeat it.
+    private func deliverMissedBacklog(shown: [String: [JSONValue]]) async {
         cluster.caughtUpAt = clock()
         await reloadFromStore(afterRemoteChange: true)
         await syncInterest()

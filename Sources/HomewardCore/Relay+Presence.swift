@@ -107,6 +107,9 @@ extension Relay {
                 guard !cluster.busStopped else { continue }
                 logger.info("missed presence changes of another relay; asking for its snapshot", metadata: ["from": "\(node)"])
                 bus.requestPresenceSnapshot(of: node)
+            case .silent(let node):
+                guard !cluster.busStopped else { continue }
+                submit(.peerSilent(node))
             }
         }
         armTimer()

@@ -272,6 +272,8 @@ public actor Relay {
         case presenceSnapshot(CheckedContinuation<PresenceSnapshot, Never>)
         case busLost
         case busBack
+        /// Another relay missed its heartbeat (`Relay+Cluster`, `catchUpAfterSilence`).
+        case peerSilent(String)
         case timerOwnership(Bool)
         case stopBus(CheckedContinuation<Void, Never>)
     }
@@ -436,6 +438,8 @@ public actor Relay {
             busLost()
         case .busBack:
             await busBack()
+        case .peerSilent(let node):
+            await catchUpAfterSilence(of: node)
         case .timerOwnership(let owns):
             await takeTimers(owns)
         case .stopBus(let continuation):

@@ -193,6 +193,36 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(caches.applied, caches.reloaded)
     }
 
+    /// Relay A commits carol's friend request and dies before its notice goes out: the other relay hears
+    /// nothing but A's silence. Once A misses its heartbeat, the other relay reads the store and sends bob, who is
+    /// connected to it, the request he would otherwise see only at his next sign-in; the notice coming late after
+    /// all (A was only slow) shows it no second time.
+    func testARelaySilentAfterACommitWhoseNoticeIsLostStillReachesItsRecipients() async throws {
+        let pair = try await pair()
+        let (bob, _) = try await pair.connectToOther("bob")
+        let (carol, carolAuth) = try await pair.harness.connect("carol")
+        let node = await pair.harness.relay.node
+        pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
+        await pair.forwardNotices()
+
+        _ = try await pair.harness.ok(.friendRequest(username: "bob"), as: carolAuth, sink: carol)
+        let lost = pair.aBus.notices
+        pair.aBus.clear()
+        XCTAssertFalse(lost.isEmpty)
+        XCTAssertEqual(bob.events("friend.request").count, 0, "nothing reached the other relay")
+
+        // A heartbeat missed: the other relay's next presence tick finds A silent.
+        pair.harness.clock.advance(by: PresenceMessage.silence + 1)
+        pair.other.submit(.presenceTick)
+        await pair.other.drain()
+        await pair.other.drain()
+        XCTAssertEqual(bob.events("friend.request").map { $0["from"]?["username"] }, [.string("carol")])
+
+        for notice in lost { pair.other.remoteChanges(notice) }
+        await pair.other.drain()
+        XCTAssertEqual(bob.events("friend.request").count, 1, "the late notice repeats nothing")
+    }
+
     func testANoticeThatCannotBeReadMakesTheOtherRelayReload() async throws {
         let pair = try await pair()
         let (alice, aliceAuth) = try await pair.harness.connect("alice")

@@ -110,13 +110,26 @@ struct PresenceSyncTests {
         var sync = PresenceSync()
         _ = sync.receive(delta(1, joined: ["ann", "bob"]), now: 1000)
         _ = sync.receive(heartbeat(1), now: 2000)
-        #expect(sync.tick(now: 2000 + PresenceMessage.expiry) == [], "not past the expiry yet")
+        #expect(sync.tick(now: 2000 + PresenceMessage.expiry) == [.silent(node: "a")], "not past the expiry yet; silent")
         #expect(sync.tick(now: 2001 + PresenceMessage.expiry)
             == [.offline("ann", node: "a", lastSeen: 2000 + PresenceMessage.interval),
                 .offline("bob", node: "a", lastSeen: 2000 + PresenceMessage.interval)])
         #expect(sync.knownNodes == [])
         // Heard again later (it was cut off, not dead): mid-epoch, so it is asked for everything.
         #expect(sync.receive(heartbeat(1), now: 9000) == [.requestSnapshot(node: "a")])
+    }
+
+    /// A relay that misses its heartbeat is reported silent once per silence (the others then read the store for
+    /// what it may have committed and not told), and again after it was heard and fell silent anew.
+    @Test func aRelayThatMissesItsHeartbeatIsReportedSilentOncePerSilence() {
+        var sync = PresenceSync()
+        _ = sync.receive(heartbeat(0), now: 1000)
+        #expect(sync.tick(now: 1000 + PresenceMessage.silence) == [], "within the silence")
+        #expect(sync.tick(now: 1001 + PresenceMessage.silence) == [.silent(node: "a")])
+        #expect(sync.tick(now: 1500 + PresenceMessage.silence) == [], "once per silence")
+        _ = sync.receive(heartbeat(0), now: 5000)
+        #expect(sync.tick(now: 5001 + PresenceMessage.silence) == [.silent(node: "a")], "silent again")
+        #expect(sync.knownNodes == ["a"], "silent is not gone")
     }
 
     @Test func theFeedNumbersDeltasAndItsHeartbeatsSendOnlyPositionsThatChanged() {
