@@ -28,6 +28,8 @@ public enum PresenceMessage: Sendable, Equatable {
     /// After this long without hearing from a relay (a heartbeat missed), the others read the store for what it
     /// may have committed and not told (`PresenceSync.Action.silent`).
     public static let silence: Int64 = 1200
+    /// How often a relay looks for relays that fell silent, between its heartbeats.
+    public static let checkInterval: Int64 = 250
 }
 
 /// Who got their first connection to `node`, and whose last connection there closed (and when), since its

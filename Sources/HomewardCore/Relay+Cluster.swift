@@ -56,6 +56,7 @@ extension Relay: BusReceiver {
         // here. Reloaded once the bus is up (as after a reconnect), so that its barriers can be trusted.
         submit(.busBack)
         submit(.presenceTick)
+        submit(.presenceCheck)
     }
 
     /// Tells the other relays this one is gone (its users are offline here) and sends them nothing more.
@@ -102,6 +103,7 @@ extension Relay: BusReceiver {
     /// reconnect.
     func publishConfirmedNotice() async {
         guard !cluster.busStopped else { return }
+        if let testNoticeDelay { try? await Task.sleep(for: testNoticeDelay) }
         publishNotice()
         await bus.flush()
     }

@@ -48,6 +48,17 @@ extension Relay {
         }
     }
 
+    /// Four times a second: finds relays that fell silent (a missed heartbeat) or went, between heartbeats, so
+    /// that what a relay that died committed reaches the recipients here soon after (`catchUpAfterSilence`).
+    func presenceCheck() {
+        guard !cluster.busStopped else { return }
+        let now = clock()
+        performPresence(cluster.presenceSync.tick(now: now), now: now)
+        executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceMessage.checkInterval))) {
+            [weak self] in self?.submit(.presenceCheck)
+        }
+    }
+
     /// `username`'s last connection here closed at `time`: the others hear of it within
     /// `PresenceMessage.changeDelay`, with the changes that come meanwhile.
     func presenceLeft(_ username: String, at time: Int64) {

@@ -94,6 +94,10 @@ public actor Relay {
     var spooled = SpooledAlarms()
     static let lastSeenWriteDelay: DispatchTimeInterval = .milliseconds(250)
 
+    /// Fault tests only: how long each commit's notice waits before it is published (`publishConfirmedNotice`),
+    /// so that a test can kill the relay between a commit and its notice.
+    let testNoticeDelay: Duration?
+
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
     let push: PushSettings
     let planner: PushPlanner
@@ -115,7 +119,9 @@ public actor Relay {
                 node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
-                push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil) async throws {
+                push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil,
+                testNoticeDelay: Duration? = nil) async throws {
+        self.testNoticeDelay = testNoticeDelay
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
@@ -268,6 +274,7 @@ public actor Relay {
         case checkHeldNotices
         case remotePresence(PresenceMessage)
         case presenceTick
+        case presenceCheck
         case presenceChange
         case presenceSnapshot(CheckedContinuation<PresenceSnapshot, Never>)
         case busLost
@@ -430,6 +437,8 @@ public actor Relay {
             heard(message)
         case .presenceTick:
             presenceTick()
+        case .presenceCheck:
+            presenceCheck()
         case .presenceChange:
             sendPresenceDelta()
         case .presenceSnapshot(let continuation):

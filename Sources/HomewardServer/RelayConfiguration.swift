@@ -24,6 +24,8 @@ public struct RelayConfiguration: Sendable {
     public var tlsBackend = TLSBackend.nioSSL
     /// Kernel TLS (`--ktls`): the relay starts only where it can serve it (see `KernelTLS`).
     public var kernelTLS = false
+    /// Fault tests only: how long each change notice waits after its commit before it is published (nil: none).
+    public var testNoticeDelay: Duration?
     public var eventLoopThreads = System.coreCount
     public var limits = ConnectionLimits()
     public var relayLimits = RelayLimits()

@@ -11,6 +11,8 @@ struct RelayOption<Value: LosslessStringConvertible>: Sendable {
     let valueName: String?
     /// What `--help` gives as the default; nil for an option that is simply off unless given.
     let defaultText: String?
+    /// Left out of `--help`: a hook for the project's own fault tests, not an operator's setting.
+    var hidden = false
 
     /// An option whose default is one value, read from the configuration type that holds it.
     init(_ name: String, _ abstract: String, valueName: String? = nil, default value: Value) {
@@ -29,7 +31,8 @@ struct RelayOption<Value: LosslessStringConvertible>: Sendable {
     var variable: String { Environment.variable(for: name) }
 
     var help: ArgumentHelp {
-        ArgumentHelp("\(abstract) [env: \(variable)]" + (defaultText.map { " [default: \($0)]" } ?? ""), valueName: valueName)
+        ArgumentHelp("\(abstract) [env: \(variable)]" + (defaultText.map { " [default: \($0)]" } ?? ""), valueName: valueName,
+                     visibility: hidden ? .hidden : .default)
     }
 
     /// Seconds and days are Doubles: a whole number reads as one (`5`, not `5.0`).

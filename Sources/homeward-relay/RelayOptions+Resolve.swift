@@ -36,6 +36,10 @@ extension RelayOptions {
             config.tlsBackend = backend
         }
         config.kernelTLS = try env.value(ktls ? true : nil, Self.ktls) ?? false
+        if let delay = try env.value(testNoticeDelayMs, Self.testNoticeDelayMs) {
+            guard (0...60_000).contains(delay) else { throw ValidationError("test-notice-delay-ms must be 0 to 60000") }
+            config.testNoticeDelay = .milliseconds(delay)
+        }
         try env.override(&config.eventLoopThreads, threads, Self.threads)
         try resolveLimits(&config, env)
         if let url = try env.value(publicURL, Self.publicURL) {

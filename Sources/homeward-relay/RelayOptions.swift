@@ -80,6 +80,15 @@ struct RelayOptions: ParsableArguments {
         "Kernel TLS: have the kernel encrypt and decrypt records (OpenSSL 3's SSL_OP_ENABLE_KTLS). Needs --tls-backend openssl and the kernel's tls module (tls listed in /proc/sys/net/ipv4/tcp_available_ulp). This version cannot serve it: its OpenSSL handler passes records through memory buffers, and OpenSSL gives the keys to the kernel only on a socket it owns. So with --ktls the relay refuses to start (exit 1) and says which of these are missing.")
     @Flag(Self.ktls) var ktls = false
 
+    /// For the cluster's fault tests only (hidden from `--help`): each change notice waits this long after its
+    /// commit before it is published, so that a test can kill the relay between a commit and its notice.
+    static let testNoticeDelayMs: RelayOption<Int> = {
+        var option = RelayOption<Int>("test-notice-delay-ms", "Fault tests only: hold each change notice this long after its commit.")
+        option.hidden = true
+        return option
+    }()
+    @Option(Self.testNoticeDelayMs) var testNoticeDelayMs: Int?
+
     static let logLevel = RelayOption<String>(
         "log-level", "trace, debug, info, notice, warning, error or critical.", default: Settings.defaultLogLevel.rawValue)
     @Option(Self.logLevel) var logLevel: String?

@@ -259,3 +259,47 @@ async def test_an_alarm_raised_while_postgresql_is_stopped_is_answered_delivered
     finally:
         if cluster.postgres.proc is None:
             await asyncio.to_thread(cluster.postgres.start)
+
+
+async def test_a_relay_killed_between_a_commit_and_its_notice_still_gets_its_event_to_the_recipient(hw, cluster, nodes):
+    """A relay that dies after committing a friend request and before the change notice that tells the other
+    relays (held back here by the fault-test hook --test-notice-delay-ms) loses nothing: the recipient,
+    connected to another relay, gets the request within 2 s of the kill. The others find the dead relay
+    silent (a missed heartbeat), read the store and send what is pending and was not shown."""
+    victim = nodes[0]
+    hooked = ["--test-notice-delay-ms", "30000"]
+    sender = await hw.register("diesender", endpoint=victim)
+    recipient = await hw.register("dierecipient", endpoint=nodes[1])
+    token = sender.token
+    await sender.close()
+    # Started again with the hook (every notice of a commit waits for it: so the users exist before).
+    await node_killed(cluster, victim)
+    victim.extra_args = victim.extra_args + hooked
+    try:
+        await node_back(cluster, victim)
+        sender = await hw.hello(token, endpoint=victim)
+        pending = asyncio.create_task(sender.request("friend.request", username=recipient.username, timeout=60))
+        # Committed: the request is in PostgreSQL; its notice (and so the reply) waits for the hook.
+        deadline = time.monotonic() + 10
+        stored = "0"
+        while stored != "1" and time.monotonic() < deadline:
+            stored = await asyncio.to_thread(
+                cluster.postgres.psql,
+                f"SELECT count(*) FROM friend_requests WHERE from_user = '{sender.username}' AND to_user = '{recipient.username}'",
+                "homeward")
+        assert stored == "1", "the friend request was never committed"
+        assert not pending.done(), "the reply came before the notice: the hook did not hold it"
+        killed_at = time.monotonic()
+        await asyncio.to_thread(victim.kill)
+        event = await recipient.expect_event("friend.request", timeout=5,
+                                             predicate=lambda e: e.get("from", {}).get("username") == sender.username)
+        took = time.monotonic() - killed_at
+        assert event["from"]["username"] == sender.username
+        assert took <= 2.0, f"the recipient heard of the request {took:.1f} s after the kill"
+        await recipient.no_event("friend.request")
+        if not pending.done():
+            pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)  # the sender's relay died: no reply
+    finally:
+        victim.extra_args = [a for a in victim.extra_args if a not in hooked]
+        await node_back(cluster, victim)

@@ -59,7 +59,8 @@ struct RelayCoreService: Service, CustomStringConvertible {
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
                                     features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
                                     logger: logger, metrics: metrics, push: push.settings,
-                                    spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec))
+                                    spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
+                                    testNoticeDelay: config.testNoticeDelay)
         try await relay.startBus()
         return StartedRelay(relay: relay, vapidPublicKey: vapidKey.publicKeyBase64URL, pushWorker: push.worker)
     }
