@@ -3,11 +3,12 @@
 /// `catchUpBeforeRequest`).
 ///
 /// Commands are numbered in the order they reach the mailbox. A check that began after command n was
-/// submitted (a bus barrier, or the store's change count) covers commands 1...n: whatever another relay
+/// submitted (a bus barrier) covers commands 1...n: whatever another relay
 /// acknowledged before they came, the cache then shows. So one check serves every request that was waiting
-/// while it ran. A barrier is trusted only on a bus connection the cache was checked against the store on
-/// (after a reconnect the notices sent meanwhile are lost), and after a failed one the store is asked
-/// instead for a while, so that a bus that does not answer costs one timeout, not one per request.
+/// while it ran. A barrier is trusted only on a bus connection that was up when the cache was last loaded
+/// whole (after a reconnect the notices sent meanwhile are lost), and after a failed one the store is asked
+/// instead for a while (the request's user's versions), so that a bus that does not answer costs one
+/// timeout, not one per request.
 struct CacheFreshness {
     /// Commands submitted up to this number are covered by a check made since.
     private(set) var checkedThrough = 0
@@ -30,7 +31,7 @@ struct CacheFreshness {
     /// A check that began once `submitted` commands had come brought the cache up to date.
     mutating func checked(through submitted: Int) { checkedThrough = max(checkedThrough, submitted) }
 
-    /// The cache was found current by the store (a reload, or its change count) while bus connection
+    /// The cache was loaded whole from the store (a reload) while bus connection
     /// `generation` was the one up (nil: the bus not started yet, which proves nothing).
     mutating func currentWithStore(onBus generation: Int?) {
         guard let generation else { return }

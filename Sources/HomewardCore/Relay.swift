@@ -11,9 +11,10 @@ import Synchronization
 /// compiler checks. Operations arrive through `mailbox`, from any thread, and `processMailbox`
 /// decides each one to its end before it starts the next. That keeps the order operations were
 /// submitted in, and no operation ever sees another's half-done state, which plain actor reentrancy
-/// would allow. A relay alone does not wait for the disk between operations: their changes go to the
-/// store in batches, one transaction each, and what they make heard waits for its batch
-/// (`WriteJournal`, `Relay+Writes`). A relay on a shared bus stores each operation before the next.
+/// would allow. A relay does not wait for the store between operations: their changes go to the store in
+/// batches, one transaction each, and what they make heard waits for its batch (`WriteJournal`,
+/// `Relay+Writes`); on a shared store each batch is checked against the other relays' writes about the same
+/// users, and a refused batch's requests are decided again.
 ///
 /// Positions do not pass through here: `publish(_:from:)` runs on the sender's event loop and
 /// touches only the presence table.

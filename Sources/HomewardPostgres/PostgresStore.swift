@@ -248,7 +248,7 @@ public final class PostgresStore: RelayStore {
             host: location.host, port: location.port, username: location.username, password: location.password,
             database: location.database, tls: tls)
         configuration.options.connectTimeout = timeouts.connect
-        // The relay runs one operation at a time; a few connections cover lookups during a slow write.
+        // The relay has one batch with the store at a time; a few connections cover lookups during a slow write.
         configuration.options.maximumConnections = 4
         configuration.options.additionalStartupParameters = startupParameters(timeouts)
         return configuration
