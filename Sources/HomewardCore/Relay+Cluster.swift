@@ -238,14 +238,21 @@ extension Relay: BusReceiver {
         logger.info("another relay missed its heartbeat; reading what it may have stored and not told",
                     metadata: ["node": "\(node)"])
         let shown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
-        await deliverMissedBacklog(shown: shown)
+        // A relay is silent also while it waits for a store that is down: then this one must not make its own
+        // requests wait a store timeout for a catch-up.
+        await deliverMissedBacklog(shown: shown, giveUpAfter: Self.silenceCatchUpLimit)
     }
+
+    /// How long a catch-up after another relay's silence waits for the store.
+    static let silenceCatchUpLimit = Duration.milliseconds(500)
 
     /// Reloads, then sends each connected user what is pending for them now and is not in `shown` (what they were
     /// shown before), as their next sign-in would, remembering it so that a late notice does not repeat it.
-    private func deliverMissedBacklog(shown: [String: [JSONValue]]) async {
+    private func deliverMissedBacklog(shown: [String: [JSONValue]], giveUpAfter: Duration? = nil) async {
         cluster.caughtUpAt = clock()
-        await reloadFromStore(afterRemoteChange: true)
+        let reloaded = await reloadFromStore(afterRemoteChange: true, giveUpAfter: giveUpAfter)
+        // Not read in time: nothing new to show (the cache is as it was).
+        guard reloaded || giveUpAfter == nil else { return }
         await syncInterest()
         let now = clock()
         var delivered: [StoreChange] = []
@@ -272,8 +279,8 @@ extension Relay: BusReceiver {
 
     /// Before a request: brings the cache up to date with every write another relay acknowledged (or told
     /// anyone of) before the request came, so that a client that got `ok` on one relay and at once asks
-    /// another finds it knowing. Writes are checked against the store anyway (`onCurrentCache`); this keeps
-    /// reads and refusals current.
+    /// another finds it knowing. Writes are checked against the store anyway (`applyChecked`, `writeRefused`);
+    /// this keeps reads and refusals current.
     ///
     /// On the bus, nothing goes to PostgreSQL: one round trip to nats-server (`RelayBus.barrier`), after
     /// which every notice confirmed before the request came is in the mailbox (the writing relay had
@@ -318,11 +325,13 @@ extension Relay: BusReceiver {
             cluster.versionsFailedAt = now
             return
         }
-        guard let current, let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) else { return }
-        await handleRemoteNotices(takeRemoteNotices())
-        if let cached = versions, current.contains(where: { cached[$0.key, default: 0] < $0.value }) {
-            await reloadFromStore(afterRemoteChange: true)
+        func cacheLacksAWrite() -> Bool {
+            guard let current, let cached = versions else { return false }
+            return current.contains { cached[$0.key, default: 0] < $0.value }
         }
+        guard cacheLacksAWrite() else { return }
+        await handleRemoteNotices(takeRemoteNotices())
+        if cacheLacksAWrite() { await reloadFromStore(afterRemoteChange: true) }
     }
 
     /// A `hello` with a token this cache does not know may carry one another relay just issued. One it

@@ -36,20 +36,18 @@ extension Relay {
         for (username, position) in positions { presence.setRemotePosition(position, of: username) }
     }
 
-    /// Once a second: tells the others this relay is alive; forgets relays that went silent, and asks again
-    /// for snapshots that did not come.
+    /// Once a second: tells the others this relay is alive (what it hears of them is checked by `presenceCheck`).
     func presenceTick() {
         guard !cluster.busStopped else { return }
         bus.publishPresence(.heartbeat(cluster.presenceFeed.heartbeat(positions: localWalkerPositions())))
-        let now = clock()
-        performPresence(cluster.presenceSync.tick(now: now), now: now)
         executor.queue.asyncAfter(deadline: DispatchTime.now() + DispatchTimeInterval.milliseconds(Int(PresenceMessage.interval))) {
             [weak self] in self?.submit(.presenceTick)
         }
     }
 
-    /// Four times a second: finds relays that fell silent (a missed heartbeat) or went, between heartbeats, so
-    /// that what a relay that died committed reaches the recipients here soon after (`catchUpAfterSilence`).
+    /// Four times a second: finds relays that fell silent (a missed heartbeat, so that what a relay that died
+    /// committed reaches the recipients here soon after: `catchUpAfterSilence`) or went (their users offline),
+    /// and asks again for snapshots that did not come.
     func presenceCheck() {
         guard !cluster.busStopped else { return }
         let now = clock()

@@ -24,8 +24,7 @@ import HomewardProtocol
 /// store is down.
 extension Relay {
     /// Stores an alarm operation's outcome with its pushes (`persistWithPushes`), or, when that fails for any
-    /// reason but another relay's write (the cache is then decided again, `onCurrentCache`), or the store is
-    /// known to be down, spools it and sends its pushes at once (`spoolAndSend`). On a relay alone the
+    /// reason, or the store is known to be down, spools it and sends its pushes at once (`spoolAndSend`). On a relay alone the
     /// outcome is staged for the next batch, whose failure comes later: what goes out then is returned
     /// (`.staged`). Without a spool, or for anything but an alarm operation, the store's failure stands.
     func persistOrSpool(_ outcome: inout Outcome, request: Request, now: Int64) async throws(RelayError) -> AlarmWrite {

@@ -63,14 +63,13 @@ public actor Relay {
     var revokedTokens: [String] = []
     /// The request being decided again after its write was refused (`decideAgain`), while it is.
     var redecision: Redecision?
-    /// The state a checked write was decided from (`onCurrentCache`): what its changes name only by id (a
+    /// The state a checked write was decided from (`rememberingDecisionBase`): what its changes name only by id (a
     /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
     var decidedFrom: RelayState?
     /// Each user's write version as the cache holds it (`RelayStore.applyChecked`): as loaded, moved on by every
     /// commit applied since (this relay's own, `persist`, and the others', `Relay+Deltas`). Nil when the store
-    /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, so a
-    /// refused attempt's restore (`onCurrentCache`) has nothing of it to put back, and a write does not copy
-    /// every user's version while the attempt holds the state from before it.
+    /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, and a
+    /// decision does not copy every user's version while `decidedFrom` holds the state from before it.
     var versions: UserVersions?
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -566,7 +565,7 @@ public actor Relay {
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 // Another relay may have registered the name since this cache was loaded: decided again then.
-                try await onCurrentCache { () async throws(RelayError) in
+                try await rememberingDecisionBase { () async throws(RelayError) in
                     var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
                     outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
                     try await persist(outcome.changes)
@@ -585,7 +584,7 @@ public actor Relay {
                 usernameFailures.reset(username)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                try await onCurrentCache { () async throws(RelayError) in
+                try await rememberingDecisionBase { () async throws(RelayError) in
                     try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 }
                 // Signing in sends what the state holds: stored first, with everything decided before.
@@ -745,7 +744,7 @@ public actor Relay {
                                attempts: (redecision?.attempts ?? 0) + 1, since: redecision?.since ?? ContinuousClock.now)
         let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
-            let decided = try await onCurrentCache { () async throws(RelayError) in
+            let decided = try await rememberingDecisionBase { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
             }
             let audience = audienceUpdates(owners: decided.outcome.audienceChanged)
@@ -862,7 +861,7 @@ public actor Relay {
 
     private func subscribePush(_ subscription: Request.PushSubscribe, auth: Authentication, done: @escaping Completion) async {
         do throws(RelayError) {
-            let outcome = try await onCurrentCache { () async throws(RelayError) in
+            let outcome = try await rememberingDecisionBase { () async throws(RelayError) in
                 let outcome = try state.subscribePush(auth.username, tokenHash: auth.tokenHash, subscription,
                                                       limit: push.maxSubscriptionsPerUser, now: clock())
                 try await persist(outcome.changes)
@@ -968,11 +967,11 @@ public actor Relay {
     }
 
     /// Decides work that no request is waiting for (`decide`, on the cache), persists and publishes its
-    /// outcome; decided again on a fresh cache when another relay wrote in between (`onCurrentCache`), so
-    /// that due work a refused write did not store fires on what is stored.
+    /// outcome. When another relay wrote first its batch is refused and the state read back (`writeRefused`):
+    /// the reload re-arms the timer, so due work a refused write did not store fires again on what is stored.
     private func complete(_ decide: () -> Outcome) async {
         do {
-            let outcome = try await onCurrentCache { () async throws(RelayError) in
+            let outcome = try await rememberingDecisionBase { () async throws(RelayError) in
                 var outcome = decide()
                 guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return outcome }
                 try await persistWithPushes(&outcome, now: clock())
@@ -1032,7 +1031,7 @@ public actor Relay {
     /// what a change names only by id (a session it ends) is looked up there to find the users it concerns
     /// (`RelayState.writeScope`). Another relay's write that the decision missed is found when its batch is
     /// checked (`writeRefused`).
-    func onCurrentCache<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
+    func rememberingDecisionBase<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
         decidedFrom = state
         defer { decidedFrom = nil }
@@ -1069,13 +1068,24 @@ public actor Relay {
     /// fails (the database is down), memory may hold changes that were never stored: it is marked
     /// `unstored`, and nothing that reads or changes it runs until a later read-back succeeds (`stateIsStored`).
     @discardableResult
-    func reloadFromStore(afterRemoteChange: Bool = false) async -> Bool {
+    ///
+    /// With `giveUpAfter` (a reload nothing waits for: `catchUpAfterSilence`), a load that takes longer is left
+    /// to finish unheard and the cache stays as it is, neither reloaded nor marked unstored: the mailbox waits no
+    /// longer than that for a store that is slow or down, and the requests behind it fail or pass as they would.
+    func reloadFromStore(afterRemoteChange: Bool = false, giveUpAfter limit: Duration? = nil) async -> Bool {
         // What was decided before is stored (or failed) first: a reload never drops a decision on its way.
         try? await writesSettled()
-        lastReadBack = clock()
         // Read before the load: every commit after the load's snapshot sends its notice on this connection or a
         // later one, so a barrier on it shows every write (`catchUpBeforeRequest`).
         let generation = bus.generation
+        if let limit {
+            guard let stored = await load(within: limit) else {
+                logger.notice("the store did not answer in time; the cache is not caught up", metadata: ["within": "\(limit)"])
+                return false
+            }
+            return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
+        }
+        lastReadBack = clock()
         let stored: StoredState
         do {
             stored = try await store.load()
@@ -1085,6 +1095,25 @@ public actor Relay {
             readBackAgainLater()
             return false
         }
+        return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
+    }
+
+    /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).
+    private nonisolated func load(within limit: Duration) async -> StoredState? {
+        let first = FirstAnswer<StoredState?>()
+        let store = store
+        return await withCheckedContinuation { continuation in
+            first.wait(continuation)
+            Task { first.answer(try? await store.load()) }
+            Task {
+                try? await Task.sleep(for: limit)
+                first.answer(nil)
+            }
+        }
+    }
+
+    /// The rest of a reload once the store's state is read (`reloadFromStore`).
+    private func reloaded(from stored: StoredState, generation: Int?, afterRemoteChange: Bool) async -> Bool {
         if unstored { logger.notice("storage is back; state read back from it") }
         unstored = false
         cluster.freshness.currentWithStore(onBus: generation)

@@ -143,7 +143,8 @@ public final class PostgresStore: RelayStore {
             while true {
                 do {
                     return try await db.withTransaction(logger: logger) { db -> UserVersions? in
-                        let versions = try await scope.asyncMap { try await Self.moveOn($0, db: db, logger: logger) }
+                        var versions: UserVersions?
+                        if let scope { versions = try await Self.moveOn(scope, db: db, logger: logger) }
                         for change in changes { try await change.execute(on: db, logger: logger) }
                         return versions
                     }
@@ -279,15 +280,5 @@ public final class PostgresStore: RelayStore {
             ("idle_in_transaction_session_timeout", "\(queryMilliseconds * 2)"),
             ("application_name", "homeward-relay"),
         ]
-    }
-}
-
-private extension Optional {
-    /// `map` for an async transform.
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        switch self {
-        case .some(let value): try await transform(value)
-        case .none: nil
-        }
     }
 }

@@ -12,7 +12,7 @@ struct RelayOption<Value: LosslessStringConvertible>: Sendable {
     /// What `--help` gives as the default; nil for an option that is simply off unless given.
     let defaultText: String?
     /// Left out of `--help`: a hook for the project's own fault tests, not an operator's setting.
-    var hidden = false
+    let hidden: Bool
 
     /// An option whose default is one value, read from the configuration type that holds it.
     init(_ name: String, _ abstract: String, valueName: String? = nil, default value: Value) {
@@ -21,7 +21,8 @@ struct RelayOption<Value: LosslessStringConvertible>: Sendable {
 
     /// An option whose default is not one value of its own: derived at start, or none (then `defaultText`
     /// says what happens without it).
-    init(_ name: String, _ abstract: String, valueName: String? = nil, defaultText: String? = nil) {
+    init(_ name: String, _ abstract: String, valueName: String? = nil, defaultText: String? = nil, hidden: Bool = false) {
+        self.hidden = hidden
         self.name = name
         self.abstract = abstract
         self.valueName = valueName

@@ -82,11 +82,8 @@ struct RelayOptions: ParsableArguments {
 
     /// For the cluster's fault tests only (hidden from `--help`): each change notice waits this long after its
     /// commit before it is published, so that a test can kill the relay between a commit and its notice.
-    static let testNoticeDelayMs: RelayOption<Int> = {
-        var option = RelayOption<Int>("test-notice-delay-ms", "Fault tests only: hold each change notice this long after its commit.")
-        option.hidden = true
-        return option
-    }()
+    static let testNoticeDelayMs = RelayOption<Int>(
+        "test-notice-delay-ms", "Fault tests only: hold each change notice this long after its commit.", hidden: true)
     @Option(Self.testNoticeDelayMs) var testNoticeDelayMs: Int?
 
     static let logLevel = RelayOption<String>(

@@ -211,9 +211,10 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertFalse(lost.isEmpty)
         XCTAssertEqual(bob.events("friend.request").count, 0, "nothing reached the other relay")
 
-        // A heartbeat missed: the other relay's next presence tick finds A silent.
+        // A heartbeat missed: the other relay's next presence check finds A silent, and submits the catch-up
+        // (so the second drain waits for it).
         pair.harness.clock.advance(by: PresenceMessage.silence + 1)
-        pair.other.submit(.presenceTick)
+        pair.other.submit(.presenceCheck)
         await pair.other.drain()
         await pair.other.drain()
         XCTAssertEqual(bob.events("friend.request").map { $0["from"]?["username"] }, [.string("carol")])
