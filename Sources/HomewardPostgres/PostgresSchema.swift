@@ -18,6 +18,9 @@ enum PostgresSchema {
 
     /// Any constant that other applications on the same database are unlikely to use: relays starting
     /// together take this advisory lock so that only one of them migrates.
+    /// The SQLSTATE with which `homeward_write` refuses a write whose versions were not the writer's.
+    static let cacheBehindState = "HWVER"
+
     static let migrationLock: Int64 = 0x686f_6d65_7761_7264  // "homeward"
 
     static let migrations: [Migration] = [
@@ -281,6 +284,39 @@ enum PostgresSchema {
             )
             """,
             "DROP SEQUENCE IF EXISTS relay_changes",
+        ]),
+        // A relay's write is one call of this function, one round trip however many statements it holds
+        // (`PostgresStore.applyChecked`): it moves the versions of the write's users on by one (the upsert
+        // row-locks them until the commit, in the caller's sorted order), refuses the write when one was not
+        // the writer's (SQLSTATE HWVER, the store's versions as JSON in the detail), and runs the statements,
+        // each given its values as one JSON array (`PostgresBatch`). One statement commits or rolls back whole.
+        Migration(version: "v8-write-function", statements: [
+            """
+            CREATE FUNCTION homeward_write(users TEXT[], expected BIGINT[], statements TEXT[], arguments JSONB)
+            RETURNS TABLE (written_user TEXT, written_version BIGINT)
+            LANGUAGE plpgsql AS $function$
+            DECLARE
+                moved JSONB;
+            BEGIN
+                WITH m AS (
+                    INSERT INTO user_versions AS v (username, version)
+                    SELECT u, 1 FROM unnest(users) WITH ORDINALITY AS t(u, n) ORDER BY n
+                    ON CONFLICT (username) DO UPDATE SET version = v.version + 1
+                    RETURNING v.username, v.version
+                )
+                SELECT coalesce(jsonb_object_agg(m.username, m.version), '{}') INTO moved FROM m;
+                IF EXISTS (SELECT FROM unnest(users, expected) AS t(u, e) WHERE (moved ->> u)::BIGINT <> e + 1) THEN
+                    RAISE EXCEPTION 'the writing relay''s cache is behind the store' USING
+                        ERRCODE = 'HWVER',
+                        DETAIL = (SELECT jsonb_object_agg(key, value::BIGINT - 1) FROM jsonb_each_text(moved))::TEXT;
+                END IF;
+                FOR i IN 1 .. coalesce(array_length(statements, 1), 0) LOOP
+                    EXECUTE statements[i] USING arguments -> (i - 1);
+                END LOOP;
+                RETURN QUERY SELECT key, value::BIGINT FROM jsonb_each_text(moved);
+            END
+            $function$
+            """,
         ]),
     ]
 

@@ -1,3 +1,4 @@
+import Foundation
 import HomewardCore
 import Logging
 import NIOCore
@@ -130,27 +131,38 @@ public final class PostgresStore: RelayStore {
     /// row-locks those users until the commit, so writes about a common user go one after the other and
     /// writes about other users do not wait), and when a version was not the one the relay's cache holds
     /// throws `StoreCacheBehind` and rolls back, nothing applied. Without a scope (`apply`) it checks nothing.
+    ///
+    /// The whole write is one call of `homeward_write` (`PostgresSchema`), so one round trip to the server
+    /// however many statements the batch holds: it checks the scope, runs the statements, and commits, as one
+    /// statement does.
+    ///
     /// A batch holds several decisions' changes, so two relays' batches can lock the same rows in another
     /// order (a token's row, a user's last-seen time): when PostgreSQL breaks such a deadlock by rolling this
-    /// transaction back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
+    /// write back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         guard !changes.isEmpty else { return scope == nil ? nil : [:] }
         // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
         if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
+        var batch = PostgresBatch()
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        for change in changes { change.append(to: &batch, now: now) }
+        let write = batch
+        let users = scope.map { $0.keys.sorted() } ?? []
+        let expected = users.map { scope?[$0] ?? 0 }
         return try await withConnection("write") { db, logger in
             var attempt = 1
             while true {
                 do {
-                    return try await db.withTransaction(logger: logger) { db -> UserVersions? in
-                        var versions: UserVersions?
-                        if let scope { versions = try await Self.moveOn(scope, db: db, logger: logger) }
-                        for change in changes { try await change.execute(on: db, logger: logger) }
-                        return versions
-                    }
-                } catch let error as PostgresTransactionError {
-                    if let behind = error.closureError as? StoreCacheBehind { throw behind }
-                    guard Self.isDeadlock(error.closureError ?? error.commitError), attempt < Self.deadlockRetries else { throw error }
+                    var moved = UserVersions()
+                    for try await (user, version) in try await db.query("""
+                        SELECT written_user, written_version FROM homeward_write(\(users)::text[], \(expected)::bigint[],
+                                                                     \(write.statements)::text[], \(write.argumentsJSON)::jsonb)
+                        """, logger: logger).decode((String, Int64).self) { moved[user] = version }
+                    return scope == nil ? nil : moved
+                } catch let error as PSQLError {
+                    if let behind = Self.cacheBehind(error, expected: scope) { throw behind }
+                    guard Self.isDeadlock(error), attempt < Self.deadlockRetries else { throw error }
                     logger.notice("PostgreSQL broke a deadlock between two writes; writing again", metadata: ["attempt": "\(attempt)"])
                     attempt += 1
                 }
@@ -161,26 +173,18 @@ public final class PostgresStore: RelayStore {
     /// How many times a write PostgreSQL rolled back to break a deadlock is run.
     static let deadlockRetries = 5
 
-    /// The versions of `scope`'s users, each moved on by one, or `StoreCacheBehind` when one was not the cache's.
-    private static func moveOn(_ scope: UserVersions, db: PostgresConnection, logger: Logger) async throws -> UserVersions {
-        guard !scope.isEmpty else { return [:] }
-        let users = scope.keys.sorted()
-        var moved = UserVersions()
-        for try await (user, version) in try await db.query("""
-            INSERT INTO user_versions AS v (username, version) SELECT u, 1 FROM unnest(\(users)::text[]) WITH ORDINALITY AS t(u, n)
-            ORDER BY n
-            ON CONFLICT (username) DO UPDATE SET version = v.version + 1
-            RETURNING username, version
-            """, logger: logger).decode((String, Int64).self) { moved[user] = version }
-        guard users.allSatisfy({ moved[$0] == scope[$0, default: 0] + 1 }) else {
-            throw StoreCacheBehind(expected: scope, current: moved.mapValues { $0 - 1 })
-        }
-        return moved
+    /// `homeward_write`'s refusal (SQLSTATE `HWVER`): a version was not the cache's. Its detail holds the store's
+    /// versions of the write's users, as a JSON object.
+    static func cacheBehind(_ error: PSQLError, expected: UserVersions?) -> StoreCacheBehind? {
+        guard let expected, error.serverInfo?[.sqlState] == PostgresSchema.cacheBehindState else { return nil }
+        let detail = Data((error.serverInfo?[.detail] ?? "").utf8)
+        let current = (try? JSONDecoder().decode([String: Int64].self, from: detail)) ?? [:]
+        return StoreCacheBehind(expected: expected, current: current)
     }
 
     /// PostgreSQL's deadlock error (SQLSTATE 40P01): it rolled one of the writes back.
-    static func isDeadlock(_ error: (any Error)?) -> Bool {
-        (error as? PSQLError)?.serverInfo?[.sqlState] == "40P01"
+    static func isDeadlock(_ error: PSQLError) -> Bool {
+        error.serverInfo?[.sqlState] == "40P01"
     }
 
     public func versions(of users: [String]) async throws -> UserVersions? {
