@@ -52,7 +52,7 @@ extension Relay {
     /// saw, less this relay's own commits since the journal was last idle. Empty on a relay alone.
     private func writeBases(of changes: [StoreChange]) -> UserVersions {
         guard busIsShared, let cached = versions, changes.contains(where: \.concernsOtherRelays) else { return [:] }
-        let users = (decidedFrom ?? state).writeScope(of: changes, after: state)
+        let users = state.writeScope(of: changes)
         return Dictionary(uniqueKeysWithValues: users.map { ($0, journal.base(cached[$0, default: 0], of: $0)) })
     }
 

@@ -63,13 +63,13 @@ public actor Relay {
     var revokedTokens: [String] = []
     /// The request being decided again after its write was refused (`decideAgain`), while it is.
     var redecision: Redecision?
-    /// The state a checked write was decided from (`rememberingDecisionBase`): what its changes name only by id (a
-    /// session it ended) is looked up there to find the users it concerns (`RelayState.writeScope`).
-    var decidedFrom: RelayState?
+    /// Decisions in flight on a shared store (`recordingRemovals`): the owners of what they remove are kept
+    /// until none is.
+    var decisionsInFlight = 0
     /// Each user's write version as the cache holds it (`RelayStore.applyChecked`): as loaded, moved on by every
     /// commit applied since (this relay's own, `persist`, and the others', `Relay+Deltas`). Nil when the store
     /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, and a
-    /// decision does not copy every user's version while `decidedFrom` holds the state from before it.
+    /// decision does not touch every user's version.
     var versions: UserVersions?
     private var timer: (any DispatchSourceTimer)?
     private var timerDeadline: Int64?
@@ -565,7 +565,7 @@ public actor Relay {
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 // Another relay may have registered the name since this cache was loaded: decided again then.
-                try await rememberingDecisionBase { () async throws(RelayError) in
+                try await recordingRemovals { () async throws(RelayError) in
                     var outcome = try state.register(username: username, name: name, passwordHash: hash, now: now)
                     outcome.changes += state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime)
                     try await persist(outcome.changes)
@@ -584,7 +584,7 @@ public actor Relay {
                 usernameFailures.reset(username)
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
-                try await rememberingDecisionBase { () async throws(RelayError) in
+                try await recordingRemovals { () async throws(RelayError) in
                     try await persist(state.issueToken(auth.tokenHash, to: username, now: now, lifetime: limits.tokenLifetime))
                 }
                 // Signing in sends what the state holds: stored first, with everything decided before.
@@ -744,7 +744,7 @@ public actor Relay {
                                attempts: (redecision?.attempts ?? 0) + 1, since: redecision?.since ?? ContinuousClock.now)
         let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
-            let decided = try await rememberingDecisionBase { () async throws(RelayError) in
+            let decided = try await recordingRemovals { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
             }
             let audience = audienceUpdates(owners: decided.outcome.audienceChanged)
@@ -861,7 +861,7 @@ public actor Relay {
 
     private func subscribePush(_ subscription: Request.PushSubscribe, auth: Authentication, done: @escaping Completion) async {
         do throws(RelayError) {
-            let outcome = try await rememberingDecisionBase { () async throws(RelayError) in
+            let outcome = try await recordingRemovals { () async throws(RelayError) in
                 let outcome = try state.subscribePush(auth.username, tokenHash: auth.tokenHash, subscription,
                                                       limit: push.maxSubscriptionsPerUser, now: clock())
                 try await persist(outcome.changes)
@@ -971,7 +971,7 @@ public actor Relay {
     /// the reload re-arms the timer, so due work a refused write did not store fires again on what is stored.
     private func complete(_ decide: () -> Outcome) async {
         do {
-            let outcome = try await rememberingDecisionBase { () async throws(RelayError) in
+            let outcome = try await recordingRemovals { () async throws(RelayError) in
                 var outcome = decide()
                 guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return outcome }
                 try await persistWithPushes(&outcome, now: clock())
@@ -1027,14 +1027,15 @@ public actor Relay {
 
     // MARK: Storage
 
-    /// Runs `attempt` (decide on the cache and stage what it decided), remembering the state it decides from:
-    /// what a change names only by id (a session it ends) is looked up there to find the users it concerns
+    /// Runs `attempt` (decide on the cache and stage what it decided), recording who owned what it removes: a
+    /// change that names an entity only by id (a session it ends) is given its users from there
     /// (`RelayState.writeScope`). Another relay's write that the decision missed is found when its batch is
     /// checked (`writeRefused`).
-    func rememberingDecisionBase<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
+    func recordingRemovals<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
-        decidedFrom = state
-        defer { decidedFrom = nil }
+        if decisionsInFlight == 0 { state.removedOwners = RemovedOwners() }
+        decisionsInFlight += 1
+        defer { decisionsInFlight -= 1 }
         return try await attempt()
     }
 

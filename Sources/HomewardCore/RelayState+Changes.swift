@@ -37,7 +37,10 @@ extension RelayState {
         case let .createToken(hash, username, at):
             remember(IssuedToken(hash: hash, username: username, createdAt: at, lastUsed: at))
         case let .revokeToken(hash):
-            if let token = tokens.removeValue(forKey: hash) { tokensByUser[token.username]?.remove(hash) }
+            if let token = tokens.removeValue(forKey: hash) {
+                tokensByUser[token.username]?.remove(hash)
+                noteRemoved(.token(hash), token.username)
+            }
         case let .useToken(hash, at):
             tokens[hash]?.lastUsed = at
         case let .addFriendRequest(from, to, _):
@@ -149,6 +152,7 @@ extension RelayState {
 
     private mutating func unindex(meeting id: String) {
         guard let meeting = meetings.removeValue(forKey: id) else { return }
+        noteRemoved(.meeting(id), meeting.owner)
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
     }
 

@@ -190,6 +190,7 @@ extension RelayState {
 
     private mutating func removeMeeting(_ id: String, into outcome: inout Outcome) {
         guard let meeting = meetings.removeValue(forKey: id) else { return }
+        noteRemoved(.meeting(id), meeting.owner)
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
         outcome.changes.append(.removeMeeting(id: id))
     }
@@ -201,6 +202,7 @@ extension RelayState {
 
     mutating func unindex(message id: String) {
         guard let message = messages.removeValue(forKey: id) else { return }
+        noteRemoved(.message(id), message.from, message.to)
         messagesByRecipient[message.to]?.remove(id)
     }
 }

@@ -139,6 +139,7 @@ extension RelayState {
     @discardableResult
     mutating func unindex(share id: String) -> ShareLink? {
         guard let share = shares.removeValue(forKey: id) else { return nil }
+        noteRemoved(.share(id), share.owner)
         sharesByHash[share.tokenHash] = nil
         sharesBySession[share.sessionId]?.remove(id)
         if sharesBySession[share.sessionId]?.isEmpty == true { sharesBySession[share.sessionId] = nil }

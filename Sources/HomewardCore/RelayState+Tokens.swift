@@ -81,6 +81,7 @@ extension RelayState {
     /// Ends a sign-in: the token, and the push subscriptions that end with it. The changes store both.
     private mutating func forget(_ hash: String) -> [StoreChange] {
         guard let token = tokens.removeValue(forKey: hash) else { return [.revokeToken(hash: hash)] }
+        noteRemoved(.token(hash), token.username)
         tokensByUser[token.username]?.remove(hash)
         return endPushSubscriptions(ofToken: hash, username: token.username) + [.revokeToken(hash: hash)]
     }

@@ -9,16 +9,16 @@
 /// so two decisions that could see each other's effect share a user: two observers accepting one session
 /// (its owner), an invite crossing a block (the inviter, the owner of the session and party to the block).
 extension RelayState {
-    /// The users `changes` concern, sorted, each once; changes that name an entity only by id are looked up in
-    /// this state (the one the write was decided from, where an entity it ends still exists), then in `after`.
-    func writeScope(of changes: [StoreChange], after: RelayState) -> [String] {
+    /// The users `changes` concern, sorted, each once, in the state the changes were decided into: an entity a
+    /// change names only by id is looked up in it, or among those the decision removed (`removedOwners`).
+    func writeScope(of changes: [StoreChange]) -> [String] {
         var users = Set<String>()
         for change in changes {
             switch change {
             case let .createUser(profile, _, _): users.insert(profile.username)
             case let .createToken(_, username, _): users.insert(username)
             case let .revokeToken(hash):
-                if let owner = tokens[hash]?.username ?? after.tokens[hash]?.username { users.insert(owner) }
+                users.formUnion(tokens[hash].map { [$0.username] } ?? removed(.token(hash)))
             case let .addFriendRequest(from, to, _), let .removeFriendRequest(from, to): users.formUnion([from, to])
             case let .addFriendship(a, b, _), let .removeFriendship(a, b): users.formUnion([a, b])
             case let .addBlock(blocker, blocked, _), let .removeBlock(blocker, blocked): users.formUnion([blocker, blocked])
@@ -26,23 +26,23 @@ extension RelayState {
                 users.insert(owner)
             case let .saveSession(session): users.insert(session.owner)
             case let .endSession(id, _, _):
-                if let owner = changes.savedSession(id)?.owner ?? sessions[id]?.owner ?? after.sessions[id]?.owner { users.insert(owner) }
+                users.formUnion((changes.savedSession(id) ?? sessions[id]).map { [$0.owner] } ?? removed(.session(id)))
             case let .saveAlarm(alarm): users.insert(alarm.owner)
             case let .endAlarm(id, _, _):
-                if let owner = changes.savedAlarm(id)?.owner ?? alarms[id]?.owner ?? after.alarms[id]?.owner { users.insert(owner) }
+                users.formUnion((changes.savedAlarm(id) ?? alarms[id]).map { [$0.owner] } ?? removed(.alarm(id)))
             case let .savePushSubscription(subscription): users.insert(subscription.username)
             case let .deletePushSubscription(id):
-                if let owner = pushSubscriptions[id]?.username ?? after.pushSubscriptions[id]?.username { users.insert(owner) }
+                users.formUnion(pushSubscriptions[id].map { [$0.username] } ?? removed(.pushSubscription(id)))
             case let .saveShare(share): users.insert(share.owner)
             case let .removeShare(id):
-                if let owner = shares[id]?.owner ?? after.shares[id]?.owner { users.insert(owner) }
+                users.formUnion(shares[id].map { [$0.owner] } ?? removed(.share(id)))
             case let .savePause(pause): users.insert(pause.owner)
             case let .saveMeeting(meeting): users.insert(meeting.owner)
             case let .removeMeeting(id):
-                if let owner = meetings[id]?.owner ?? after.meetings[id]?.owner { users.insert(owner) }
+                users.formUnion(meetings[id].map { [$0.owner] } ?? removed(.meeting(id)))
             case let .saveMessage(message): users.formUnion([message.from, message.to])
             case let .removeMessage(id):
-                if let message = messages[id] ?? after.messages[id] { users.formUnion([message.from, message.to]) }
+                users.formUnion(messages[id].map { [$0.from, $0.to] } ?? removed(.message(id)))
             case .lastSeen, .useToken, .enqueueOutbox, .cancelAlarmPushes:
                 // Not checked: sign-in bookkeeping concerns nobody else, and outbox entries are no cache's.
                 break
@@ -50,6 +50,8 @@ extension RelayState {
         }
         return users.sorted()
     }
+
+    private func removed(_ entity: RemovedOwners.Entity) -> [String] { removedOwners?[entity] ?? [] }
 }
 
 private extension [StoreChange] {

@@ -53,6 +53,8 @@ public struct RelayState: Sendable {
     /// store ignores it (see `RecentlyEnded`).
     var endedSessions = RecentlyEnded()
     var endedAlarms = RecentlyEnded()
+    /// Who owned what the decisions in flight removed, on a relay sharing its store (nil: not recorded).
+    var removedOwners: RemovedOwners?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     var offlineOwners: [String: Int64] = [:]
@@ -114,6 +116,7 @@ public struct RelayState: Sendable {
         fresh.endedSessions = endedSessions
         for id in sessions.keys where fresh.sessions[id] == nil { fresh.endedSessions.insert(id) }
         fresh.endedAlarms = endedAlarms
+        fresh.removedOwners = removedOwners
         for id in alarms.keys where fresh.alarms[id] == nil { fresh.endedAlarms.insert(id) }
         if afterRemoteChange {
             // Another relay's accept clears a pair as this relay's own would (see `FriendRequestNotices`).
@@ -178,6 +181,7 @@ public struct RelayState: Sendable {
 
     mutating func unindex(session id: String) {
         guard let session = sessions.removeValue(forKey: id) else { return }
+        noteRemoved(.session(id), session.owner)
         if sessionByOwner[session.owner] == id { sessionByOwner[session.owner] = nil }
         for invitee in session.invitees { sessionsByInvitee[invitee]?.remove(id) }
     }
@@ -190,6 +194,7 @@ public struct RelayState: Sendable {
 
     mutating func unindex(alarm id: String) {
         guard let alarm = alarms.removeValue(forKey: id) else { return }
+        noteRemoved(.alarm(id), alarm.owner)
         alarmsByOwner[alarm.owner]?.remove(id)
         for recipient in alarm.recipients { alarmsByRecipient[recipient]?.remove(id) }
     }

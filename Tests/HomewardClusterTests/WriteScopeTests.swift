@@ -3,7 +3,7 @@ import Testing
 
 /// The users each stored change concerns (`RelayState.writeScope`), which the store checks a relay's write
 /// against (`RelayStore.applyChecked`): every entity with its owner, every relation with both users; what names
-/// an entity only by id is looked up in the state the write was decided from, where an entity it ends still is.
+/// an entity only by id is looked up in the state, or, when the decision removed it, among the owners it recorded.
 struct WriteScopeTests {
     @Test func everyChangeOfTheScriptNamesItsOwnersAndBothUsersOfARelation() {
         let expected: [[String]] = [
@@ -15,24 +15,28 @@ struct WriteScopeTests {
         #expect(expected.count == CacheDeltaTests.script.count)
         var state = RelayState()
         for (step, changes) in CacheDeltaTests.script.enumerated() {
-            let decidedFrom = state
+            state.removedOwners = RemovedOwners()
             state.apply(changes)
-            #expect(decidedFrom.writeScope(of: changes, after: state) == expected[step], "step \(step): \(changes)")
+            #expect(state.writeScope(of: changes) == expected[step], "step \(step): \(changes)")
         }
     }
 
-    @Test func anEntityEndedByTheWriteIsFoundWhereItWasDecided() {
-        var before = RelayState()
-        before.apply([.saveSession(FollowSession(id: "se_1", owner: "ann", note: nil, startedAt: 1))])
-        var after = before
-        after.apply([.endSession(id: "se_1", reason: "ended", at: 2)])
-        #expect(before.writeScope(of: [.endSession(id: "se_1", reason: "ended", at: 2)], after: after) == ["ann"])
-        #expect(after.writeScope(of: [.endSession(id: "se_1", reason: "ended", at: 2)], after: after) == [],
-                "no longer in the state: the write names nobody for it")
+    @Test func anEntityTheDecisionRemovedIsGivenTheOwnerItRecorded() {
+        let end: [StoreChange] = [.endSession(id: "se_1", reason: "ended", at: 2)]
+        var state = RelayState()
+        state.apply([.saveSession(FollowSession(id: "se_1", owner: "ann", note: nil, startedAt: 1))])
+        var unrecorded = state
+        unrecorded.apply(end)
+        #expect(unrecorded.writeScope(of: end) == [], "removed and not recorded: the write names nobody for it")
+
+        state.removedOwners = RemovedOwners()
+        state.apply(end)
+        #expect(state.sessions["se_1"] == nil)
+        #expect(state.writeScope(of: end) == ["ann"])
     }
 
     @Test func bookkeepingAndTheOutboxConcernNobody() {
         let changes: [StoreChange] = [.lastSeen(username: "ann", at: 1), .useToken(hash: "t", at: 1), .cancelAlarmPushes(alarmId: "al_1")]
-        #expect(RelayState().writeScope(of: changes, after: RelayState()) == [])
+        #expect(RelayState().writeScope(of: changes) == [])
     }
 }

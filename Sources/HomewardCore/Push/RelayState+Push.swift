@@ -88,6 +88,7 @@ extension RelayState {
 
     mutating func unindex(push id: String) {
         guard let subscription = pushSubscriptions.removeValue(forKey: id) else { return }
+        noteRemoved(.pushSubscription(id), subscription.username)
         pushByUser[subscription.username]?.removeAll { $0 == id }
     }
 }

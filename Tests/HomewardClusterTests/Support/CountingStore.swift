@@ -66,7 +66,7 @@ final class CountingStore: RelayStore {
             var stored = try await store.load()
             stored.versions = counted.withLock { $0.versions }
             let write = interloper(stored)
-            let users = RelayState(stored).writeScope(of: write, after: RelayState(stored))
+            let users = RelayState(stored).writeScope(of: write)
             try await store.apply(write)
             counted.withLock { counted in for user in users { counted.versions[user, default: 0] += 1 } }
         }
