@@ -1,0 +1,143 @@
+import Dispatch
+import HomewardProtocol
+import Logging
+
+/// The cache and the store: recording what a decision removes, reading the state back (after a failed write,
+/// another relay's change, or a bus outage) and catching up with held change notices.
+extension Relay {
+    /// Runs `attempt` (decide on the cache and stage what it decided), recording who owned what it removes: a
+    /// change that names an entity only by id (a session it ends) is given its users from there
+    /// (`RelayState.writeScope`). Another relay's write that the decision missed is found when its batch is
+    /// checked (`writeRefused`).
+    func recordingRemovals<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
+        guard busIsShared else { return try await attempt() }
+        if decisionsInFlight == 0 { state.removedOwners = RemovedOwners() }
+        decisionsInFlight += 1
+        defer { decisionsInFlight -= 1 }
+        return try await attempt()
+    }
+
+    /// How many times, and for how long, a request is decided again after a refusal (`StoreCacheBehind`) before
+    /// the refusal is its answer (`decideAgain`). Only writes about the same users refuse each other, but in a
+    /// burst about one user on several relays (hundreds of friends accepting one walker's invite at once) a
+    /// relay may lose many times in a row, and some relay wins every round. Bounded so that a request never hangs.
+    public static let writeAttempts = 100
+    static let writeRetryTime = Duration.seconds(5)
+
+    /// Before a request, when notices wait for a commit this cache lacks (another relay's, whose notice may be
+    /// published after a later one's and is usually here within a few milliseconds): applying it costs
+    /// microseconds where a reload reads the whole store. So this waits up to `heldCatchUpWait` for it, and
+    /// reloads only when it does not come (or cannot be placed: then `handleRemoteNotices` reloads).
+    func catchUpWithHeldNotices() async -> Bool {
+        // Real time, not `clock()` (the rules' clock, which tests move by hand): this waits for the bus.
+        let deadline = ContinuousClock.now + Self.heldCatchUpWait
+        while true {
+            await handleRemoteNotices(takeRemoteNotices())
+            if !cluster.sequencer.isHolding { return !unstored }
+            guard ContinuousClock.now < deadline else { break }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return await reloadFromStore(afterRemoteChange: true)
+    }
+
+    /// How long a request waits for a held notice's missing commit before the relay reloads.
+    static let heldCatchUpWait = Duration.milliseconds(50)
+
+    /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
+    /// fails (the database is down), memory may hold changes that were never stored: it is marked
+    /// `unstored`, and nothing that reads or changes it runs until a later read-back succeeds (`stateIsStored`).
+    @discardableResult
+    ///
+    /// With `giveUpAfter` (a reload nothing waits for: `catchUpAfterSilence`), a load that takes longer is left
+    /// to finish unheard and the cache stays as it is, neither reloaded nor marked unstored: the mailbox waits no
+    /// longer than that for a store that is slow or down, and the requests behind it fail or pass as they would.
+    func reloadFromStore(afterRemoteChange: Bool = false, giveUpAfter limit: Duration? = nil) async -> Bool {
+        // What was decided before is stored (or failed) first: a reload never drops a decision on its way.
+        try? await writesSettled()
+        // Read before the load: every commit after the load's snapshot sends its notice on this connection or a
+        // later one, so a barrier on it shows every write (`catchUpBeforeRequest`).
+        let generation = bus.generation
+        if let limit {
+            guard let stored = await load(within: limit) else {
+                logger.notice("the store did not answer in time; the cache is not caught up", metadata: ["within": "\(limit)"])
+                return false
+            }
+            return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
+        }
+        lastReadBack = clock()
+        let stored: StoredState
+        do {
+            stored = try await store.load()
+        } catch {
+            if !unstored { logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"]) }
+            unstored = true
+            readBackAgainLater()
+            return false
+        }
+        return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
+    }
+
+    /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).
+    private nonisolated func load(within limit: Duration) async -> StoredState? {
+        let first = FirstAnswer<StoredState?>()
+        let store = store
+        return await withCheckedContinuation { continuation in
+            first.wait(continuation)
+            Task { first.answer(try? await store.load()) }
+            Task {
+                try? await Task.sleep(for: limit)
+                first.answer(nil)
+            }
+        }
+    }
+
+    /// The rest of a reload once the store's state is read (`reloadFromStore`).
+    private func reloaded(from stored: StoredState, generation: Int?, afterRemoteChange: Bool) async -> Bool {
+        if unstored { logger.notice("storage is back; state read back from it") }
+        unstored = false
+        cluster.freshness.currentWithStore(onBus: generation)
+        // Users with pauses too: their positions are recorded under their restriction, owners or not.
+        let before = state.owners.union(state.pausedUsers)
+        state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
+        versions = stored.versions
+        cluster.sequencer.reloaded(at: versions)
+        // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
+        if !spooled.isEmpty {
+            if await replaySpool() {
+                let reread = await reloadFromStore(afterRemoteChange: afterRemoteChange)
+                syncPresence(owners: before)
+                return reread
+            }
+            // The failed write marked this read-back as long ago (`persist`): the next one is a second away.
+            unstored = true
+            lastReadBack = clock()
+            readBackAgainLater()
+        }
+        reloads.increment()
+        syncPresence(owners: before.union(state.owners).union(state.pausedUsers))
+        alarmsPending.record(state.alarms.count)
+        timerDeadline = nil
+        armTimer()
+        closeConnectionsWithoutToken()
+        return !unstored
+    }
+
+    /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.
+    private func readBackAgainLater() {
+        executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
+            self?.submit(.fireDue(then: nil))
+        }
+    }
+
+    /// Whether memory matches storage; after a failed read-back, tries again at most once per
+    /// `readBackInterval` (each try costs a storage timeout while the database is down, and operations
+    /// wait behind it), and answers false in between, so requests fail fast.
+    func stateIsStored() async -> Bool {
+        guard unstored else { return true }
+        guard clock() - lastReadBack >= Self.readBackInterval else { return false }
+        return await reloadFromStore()
+    }
+
+    static let readBackInterval: Int64 = 1000
+    static let storageUnavailable = RelayError.storage("storage is unavailable; try again shortly")
+}
