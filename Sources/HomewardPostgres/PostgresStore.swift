@@ -135,8 +135,8 @@ public final class PostgresStore: RelayStore {
     /// transaction back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         guard !changes.isEmpty else { return scope == nil ? nil : [:] }
-        // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
-        if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
+        // A string with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
+        let statements = try changes.statements()
         if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
         return try await withConnection("write") { db, logger in
             var attempt = 1
@@ -145,7 +145,7 @@ public final class PostgresStore: RelayStore {
                     return try await db.withTransaction(logger: logger) { db -> UserVersions? in
                         var versions: UserVersions?
                         if let scope { versions = try await Self.moveOn(scope, db: db, logger: logger) }
-                        for change in changes { try await change.execute(on: db, logger: logger) }
+                        for statement in statements { try await statement.execute(on: db, logger: logger) }
                         return versions
                     }
                 } catch let error as PostgresTransactionError {

@@ -16,12 +16,6 @@ import HomewardCore
 enum ExactText {
     static func blob(_ text: String) -> Data { Data(text.utf8) }
 
-    static func blob(_ text: String?) -> Data? { text.map(blob) }
-
     /// Whether SQLite compares `key` as the whole string.
     static func isStorableKey(_ key: String) -> Bool { !key.utf8.contains(0) }
-
-    static func checkKeys(of change: StoreChange) throws {
-        if let key = change.keyWithNUL { throw StoreKeyError(key: key) }
-    }
 }
