@@ -297,7 +297,7 @@ let package = Package(
             name: "HomewardPostgresTests",
             dependencies: [
                 "HomewardPostgres", "HomewardStorage", "HomewardCore", "HomewardProtocol",
-                "HomewardTestSupport", "HomewardPostgresTestSupport",
+                "HomewardTestSupport", "HomewardCoreTestSupport", "HomewardPostgresTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -5,7 +5,7 @@ import HomewardProtocol
 ///
 /// The rule for every case: the state after `apply` is the state `reloaded(from:)` would build from the
 /// store right after that change was stored (up to empty index entries, which mean the same as none), so
-/// each case mirrors its SQL in `StoreChange+SQL` (what a change replaces, what it keeps, what it ignores)
+/// each case mirrors its statements in `StoreChange+Statements` (what a change replaces, what it keeps, what it ignores)
 /// and the filters of `RelayState.init(_ stored:)` (a share link of a session that is gone is not indexed).
 /// `RelayDeltaTests` checks this against the SQLite store for the commits of every request.
 extension RelayState {
@@ -181,7 +181,7 @@ extension Alarm {
     /// The alarm as a store gives it back (`Alarm.storedRecipients`): each recipient once, and
     /// acknowledgements and delivery times of recipients only.
     var asStored: Alarm {
-        let rows = storedRecipients(ackTimes: [:], now: 0)
+        let rows = storedRecipients(now: 0)
         var alarm = Alarm(id: id, owner: owner, text: text, position: position, createdAt: createdAt, auto: auto,
                           recipients: rows.map(\.username))
         alarm.restore(acked: rows.compactMap { row in row.ackOrder.map { ($0, row.username) } }.sorted { $0.0 < $1.0 }.map(\.1))

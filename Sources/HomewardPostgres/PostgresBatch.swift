@@ -1,71 +1,75 @@
 import Foundation
+import HomewardCore
 
 /// The statements of one write, sent to PostgreSQL in one call (`homeward_write`, see `PostgresSchema`) rather
 /// than one round trip each: a relay's batch costs one round trip to a distant server however many statements
 /// it holds.
 ///
-/// A statement's values travel as one JSON array, which the function hands to the statement as its only
-/// parameter `$1`; an interpolated value becomes the expression that reads it back with its type
-/// (`($1->>0)::int8`), so statements are written as with `PostgresQuery`, and no value is ever part of the
-/// SQL text.
+/// A statement's arguments travel as one JSON array, which the function hands to the statement as its only
+/// parameter `$1`; each `?` of the shared SQL (`StoredStatement`) becomes the expression that reads its argument
+/// back with its type (`($1->>0)::int8`), so no value is ever part of the SQL text.
 struct PostgresBatch: Sendable {
     private(set) var statements: [String] = []
-    private(set) var arguments: [[PostgresBatchValue]] = []
+    /// Each statement's arguments as a JSON array, in the statements' order.
+    private var arguments: [String] = []
+
+    init(_ stored: [StoredStatement] = []) {
+        for statement in stored { append(statement) }
+    }
 
     var isEmpty: Bool { statements.isEmpty }
 
-    mutating func append(_ statement: PostgresBatchStatement) {
-        statements.append(statement.sql)
-        arguments.append(statement.values)
+    mutating func append(_ statement: StoredStatement) {
+        var sql = ""
+        sql.reserveCapacity(statement.sql.utf8.count + statement.arguments.count * 16)
+        var json = "["
+        var index = 0
+        for character in statement.sql {
+            guard character == "?" else { sql.append(character); continue }
+            precondition(index < statement.arguments.count, "a stored statement binds one argument per placeholder")
+            let argument = statement.arguments[index]
+            sql += argument.postgresRead(index)
+            if index > 0 { json += "," }
+            argument.appendJSON(to: &json)
+            index += 1
+        }
+        precondition(index == statement.arguments.count, "a stored statement binds one argument per placeholder")
+        statements.append(sql)
+        arguments.append(json + "]")
     }
 
     /// The arguments of every statement as one JSON array of arrays, the function's `arguments` parameter.
-    var argumentsJSON: String {
-        var json = "["
-        for (index, values) in arguments.enumerated() {
-            if index > 0 { json += "," }
-            json += "["
-            for (position, value) in values.enumerated() {
-                if position > 0 { json += "," }
-                value.appendJSON(to: &json)
-            }
-            json += "]"
-        }
-        return json + "]"
-    }
+    var argumentsJSON: String { "[" + arguments.joined(separator: ",") + "]" }
 }
 
-/// One value of a batch statement, as JSON.
-enum PostgresBatchValue: Sendable, Equatable {
-    case null
-    case text(String)
-    case integer(Int64)
-    case double(Double)
-    case boolean(Bool)
-    /// Bytes as base64 (JSON has no bytes; PostgreSQL decodes them back).
-    case bytes(Data)
-    case texts([String])
-    case integers([Int64])
+extension StoredValue {
+    /// The one place a stored value becomes PostgreSQL's: the expression that reads argument `index` of the
+    /// statement's JSON parameter with the column's type. Free text and bytes travel as base64 and become
+    /// BYTEA (TEXT cannot hold NUL, nor can JSON text PostgreSQL parses); NULL is written as NULL, untyped, so
+    /// that the server takes the column's type.
+    func postgresRead(_ index: Int) -> String {
+        switch self {
+        case .text: "($1->>\(index))"
+        case .freeText, .bytes: "decode($1->>\(index), 'base64')"
+        case .int: "($1->>\(index))::int8"
+        case .double: "($1->>\(index))::float8"
+        case .bool: "($1->>\(index))::boolean"
+        case .null: "NULL"
+        }
+    }
 
+    /// The value in the statement's JSON array.
     func appendJSON(to json: inout String) {
         switch self {
+        case let .text(text): Self.appendJSONString(text, to: &json)
+        case let .freeText(text): Self.appendJSONString(Data(text.utf8).base64EncodedString(), to: &json)
+        case let .bytes(bytes): Self.appendJSONString(Data(bytes).base64EncodedString(), to: &json)
+        case let .int(value): json += String(value)
+        // As text: JSON numbers hold neither infinities nor NaN, and PostgreSQL reads Swift's shortest
+        // round-trip form back to the same double.
+        case let .double(value): Self.appendJSONString(Self.float8Text(value), to: &json)
+        case let .bool(value): json += value ? "true" : "false"
         case .null: json += "null"
-        case let .text(text): Self.appendString(text, to: &json)
-        case let .integer(value): json += String(value)
-        // As text: JSON numbers hold neither infinities nor NaN, and PostgreSQL reads Swift's shortest round-trip
-        // form back to the same double.
-        case let .double(value): Self.appendString(Self.float8Text(value), to: &json)
-        case let .boolean(value): json += value ? "true" : "false"
-        case let .bytes(data): Self.appendString(data.base64EncodedString(), to: &json)
-        case let .texts(texts):
-            json += "["
-            for (index, text) in texts.enumerated() {
-                if index > 0 { json += "," }
-                Self.appendString(text, to: &json)
-            }
-            json += "]"
-        case let .integers(values):
-            json += "[" + values.map { String($0) }.joined(separator: ",") + "]"
         }
     }
 
@@ -76,7 +80,7 @@ enum PostgresBatchValue: Sendable, Equatable {
     }
 
     /// A JSON string: quote, backslash and control characters escaped, everything else as it is (UTF-8).
-    static func appendString(_ text: String, to json: inout String) {
+    static func appendJSONString(_ text: String, to json: inout String) {
         json += "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -86,65 +90,11 @@ enum PostgresBatchValue: Sendable, Equatable {
             case "\r": json += "\\r"
             case "\t": json += "\\t"
             case _ where scalar.value < 0x20:
-                json += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
+                let hex = String(scalar.value, radix: 16)
+                json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: json.unicodeScalars.append(scalar)
             }
         }
         json += "\""
-    }
-}
-
-/// SQL text whose interpolated values become typed reads of the statement's JSON parameter.
-struct PostgresBatchStatement: Sendable, ExpressibleByStringInterpolation {
-    let sql: String
-    let values: [PostgresBatchValue]
-
-    init(stringLiteral value: String) {
-        sql = value
-        values = []
-    }
-
-    init(stringInterpolation: StringInterpolation) {
-        sql = stringInterpolation.sql
-        values = stringInterpolation.values
-    }
-
-    struct StringInterpolation: StringInterpolationProtocol {
-        var sql = ""
-        var values: [PostgresBatchValue] = []
-
-        init(literalCapacity: Int, interpolationCount: Int) {
-            sql.reserveCapacity(literalCapacity + interpolationCount * 16)
-        }
-
-        mutating func appendLiteral(_ literal: String) { sql += literal }
-
-        /// Appends the value and the expression that reads it from slot `k` of `$1`: `$1->>k` is the slot as text
-        /// (NULL for JSON null), `$1->k` as JSON.
-        private mutating func append(_ value: PostgresBatchValue, read: (Int) -> String) {
-            sql += "(" + read(values.count) + ")"
-            values.append(value)
-        }
-
-        mutating func appendInterpolation(_ text: String) { append(.text(text)) { "$1->>\($0)" } }
-        mutating func appendInterpolation(_ text: String?) { append(text.map(PostgresBatchValue.text) ?? .null) { "$1->>\($0)" } }
-        mutating func appendInterpolation(_ value: Int64) { append(.integer(value)) { "($1->>\($0))::int8" } }
-        mutating func appendInterpolation(_ value: Int64?) {
-            append(value.map(PostgresBatchValue.integer) ?? .null) { "($1->>\($0))::int8" }
-        }
-        mutating func appendInterpolation(_ value: Double?) {
-            append(value.map(PostgresBatchValue.double) ?? .null) { "($1->>\($0))::float8" }
-        }
-        mutating func appendInterpolation(_ value: Bool) { append(.boolean(value)) { "($1->>\($0))::boolean" } }
-        mutating func appendInterpolation(_ data: Data?) {
-            append(data.map(PostgresBatchValue.bytes) ?? .null) { "decode($1->>\($0), 'base64')" }
-        }
-        mutating func appendInterpolation(_ texts: [String]) {
-            append(.texts(texts)) { "ARRAY(SELECT jsonb_array_elements_text($1->\($0)))" }
-        }
-        mutating func appendInterpolation(_ values: [Int64]) {
-            append(.integers(values)) { "ARRAY(SELECT jsonb_array_elements_text($1->\($0))::int8)" }
-        }
     }
 }

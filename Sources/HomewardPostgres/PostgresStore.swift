@@ -141,13 +141,9 @@ public final class PostgresStore: RelayStore {
     /// write back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         guard !changes.isEmpty else { return scope == nil ? nil : [:] }
-        // A key with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
-        if let key = changes.lazy.compactMap(\.keyWithNUL).first { throw StoreKeyError(key: key) }
+        // A string with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
+        let write = PostgresBatch(try changes.statements())
         if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
-        var batch = PostgresBatch()
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        for change in changes { change.append(to: &batch, now: now) }
-        let write = batch
         let users = scope.map { $0.keys.sorted() } ?? []
         let expected = users.map { scope?[$0] ?? 0 }
         return try await withConnection("write") { db, logger in

@@ -10,18 +10,13 @@ import HomewardCore
 /// - Free text a user wrote (display names, notes, alarm texts, reasons) is bound as the UTF-8 bytes
 ///   in a BLOB, which SQLite stores and returns by length. GRDB decodes a BLOB column as a `String`
 ///   from its UTF-8, and rows written as TEXT before this still read the same.
-/// - Keys compared in SQL (usernames, ids, token hashes) stay TEXT so that indexes and equality keep
-///   working, and a key containing NUL is refused: it cannot be stored faithfully, and it must never
-///   match the key it would be truncated to.
+/// - Keys compared in SQL (usernames, ids, token hashes) and the other strings stored as TEXT stay TEXT
+///   so that indexes and equality keep working, and a change with NUL in one is refused
+///   (`StoredStatement.textWithNUL`): it cannot be stored faithfully, and a key must never match the key
+///   it would be truncated to.
 enum ExactText {
     static func blob(_ text: String) -> Data { Data(text.utf8) }
 
-    static func blob(_ text: String?) -> Data? { text.map(blob) }
-
     /// Whether SQLite compares `key` as the whole string.
     static func isStorableKey(_ key: String) -> Bool { !key.utf8.contains(0) }
-
-    static func checkKeys(of change: StoreChange) throws {
-        if let key = change.keyWithNUL { throw StoreKeyError(key: key) }
-    }
 }

@@ -61,7 +61,7 @@ public final class SQLiteStore: RelayStore {
     }
 
     private static func execute(_ changes: [StoreChange], in db: Database) throws {
-        for change in changes { try change.execute(in: db) }
+        for statement in try changes.statements() { try statement.execute(in: db) }
     }
 
     private static func passwordHash(of username: String, in db: Database) throws -> String? {

@@ -1,4 +1,5 @@
 @testable import HomewardCore
+import HomewardCoreTestSupport
 import Testing
 
 /// The users each stored change concerns (`RelayState.writeScope`), which the store checks a relay's write
@@ -12,9 +13,9 @@ struct WriteScopeTests {
             ["ann", "cat"], ["cat"], ["ann"], ["ann"], ["ann"], ["ann"], ["ann"], ["ann", "bob"], ["ann", "bob"],
             ["ann", "bob"], ["bob"], ["ann"], ["ann", "bob"], ["ann", "cat"], ["ann", "eve"],
         ]
-        #expect(expected.count == CacheDeltaTests.script.count)
+        #expect(expected.count == StoreChangeScript.commits.count)
         var state = RelayState()
-        for (step, changes) in CacheDeltaTests.script.enumerated() {
+        for (step, changes) in StoreChangeScript.commits.enumerated() {
             state.removedOwners = RemovedOwners()
             state.apply(changes)
             #expect(state.writeScope(of: changes) == expected[step], "step \(step): \(changes)")

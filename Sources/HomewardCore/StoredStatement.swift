@@ -1,0 +1,79 @@
+import Foundation
+
+/// One SQL statement of a stored change, in the SQL that SQLite and PostgreSQL share, with `?` for each
+/// argument in order. A store only binds it (`StoreChange.statements(at:)` writes every statement once).
+///
+/// The SQL uses only what both dialects mean the same way: `INSERT ... ON CONFLICT (...) DO NOTHING` /
+/// `DO UPDATE SET c = excluded.c`, multi-row `VALUES`, `UPDATE`, `DELETE` with subqueries. It contains no
+/// `?` other than the placeholders (PostgreSQL numbers them: `$1`, `$2`...).
+public struct StoredStatement: Sendable, Equatable {
+    public let sql: String
+    public let arguments: [StoredValue]
+
+    public init(_ sql: String, _ arguments: [StoredValue]) {
+        self.sql = sql
+        self.arguments = arguments
+    }
+
+    /// Arguments per statement at most, below both stores' limits (SQLite's default is 32766, PostgreSQL's
+    /// 65535), so that rows of any number go in few statements (one round trip each on PostgreSQL).
+    static let argumentLimit = 10_000
+
+    /// `rows` into `table` in as few statements as fit `argumentLimit` (none when there are no rows);
+    /// `suffix` follows each (an `ON CONFLICT` clause).
+    static func insert(into table: String, _ columns: [String], rows: [[StoredValue]], suffix: String = "") -> [StoredStatement] {
+        let perStatement = max(1, argumentLimit / columns.count)
+        let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        return stride(from: 0, to: rows.count, by: perStatement).map { start in
+            let chunk = rows[start..<min(start + perStatement, rows.count)]
+            let values = Array(repeating: row, count: chunk.count).joined(separator: ", ")
+            let sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(values)" + (suffix.isEmpty ? "" : " " + suffix)
+            return StoredStatement(sql, chunk.flatMap { $0 })
+        }
+    }
+
+    /// Strings stored as TEXT that contain NUL: neither store can keep or compare them whole (SQLite reads
+    /// C strings; PostgreSQL's TEXT refuses NUL), so a store refuses the batch that holds one.
+    public var textWithNUL: String? {
+        for case .text(let text) in arguments where text.utf8.contains(0) { return text }
+        return nil
+    }
+}
+
+extension Array where Element == StoreChange {
+    /// Every statement of these changes, in order, for one transaction; `StoreKeyError` (nothing to run)
+    /// when one would store a string with NUL as TEXT. Both stores run their batches through this, so
+    /// they refuse the same batches.
+    public func statements(at now: Int64 = StoredStatement.wallClockMillis()) throws(StoreKeyError) -> [StoredStatement] {
+        let statements = flatMap { $0.statements(at: now) }
+        if let text = statements.lazy.compactMap(\.textWithNUL).first { throw StoreKeyError(key: text) }
+        return statements
+    }
+}
+
+extension StoredStatement {
+    /// Milliseconds since 1970 by the wall clock: the time a first seen acknowledgement is stored with.
+    public static func wallClockMillis() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+}
+
+/// A value a stored change writes, as each store binds it.
+public enum StoredValue: Sendable, Equatable {
+    /// A string stored as TEXT: usernames, ids, token hashes, endpoints, names of states. It must not
+    /// contain NUL (`StoredStatement.textWithNUL`).
+    case text(String)
+    /// Free text a user wrote (display names, notes, alarm texts, reasons, messages): stored as its UTF-8
+    /// bytes (SQLite BLOB, PostgreSQL BYTEA), which both keep whole, NUL included; both loaders read it
+    /// back as a string.
+    case freeText(String)
+    case int(Int64)
+    case double(Double)
+    /// SQLite stores 0 or 1; PostgreSQL a BOOLEAN.
+    case bool(Bool)
+    case bytes([UInt8])
+    case null
+
+    public init(_ value: Int64?) { self = value.map(Self.int) ?? .null }
+    public init(_ value: Double?) { self = value.map(Self.double) ?? .null }
+    public init(text: String?) { self = text.map(Self.text) ?? .null }
+    public init(freeText: String?) { self = freeText.map(Self.freeText) ?? .null }
+}
