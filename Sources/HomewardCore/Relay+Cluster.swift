@@ -40,12 +40,14 @@ extension Relay: BusReceiver {
         submit(.busBack)
     }
 
-    /// Whether this relay fires the timers now (for tests and logs).
-    public var firesTimers: Bool { ownsTimers }
+    /// The timer shards this relay fires now (for tests and logs).
+    public var firedTimerShards: TimerShards { timerShards }
 
-    /// Makes this relay the one that fires timers, or no longer (the server's timer lease decides).
-    public nonisolated func setOwnsTimers(_ owns: Bool) {
-        submit(.timerOwnership(owns))
+    /// Makes this relay fire the timers of `shards`, and no others (the server's timer lease decides).
+    /// Returns once the relay has taken them in its turn: from then on it fires nothing outside them, so the
+    /// lease may release a shard no longer among them for another relay.
+    public nonisolated func setTimerShards(_ shards: TimerShards) async {
+        await withCheckedContinuation { continuation in submit(.timerShards(shards, continuation)) }
     }
 
     /// Starts hearing the other relays, and telling them each second that this one is alive.
@@ -350,17 +352,25 @@ extension Relay: BusReceiver {
         await reloadFromStore(afterRemoteChange: true)
     }
 
-    func takeTimers(_ owns: Bool) async {
-        guard owns != ownsTimers else { return }
-        ownsTimers = owns
-        logger.notice(owns ? "this relay fires the timers now" : "this relay no longer fires the timers", metadata: ["node": "\(node)"])
-        if owns {
-            // The previous owner may have fired some a moment ago: start from what is stored.
-            if busIsShared { await reloadFromStore(afterRemoteChange: true) }
-            await fireDueWork()
-        } else {
+    func takeTimerShards(_ shards: TimerShards, then continuation: CheckedContinuation<Void, Never>) async {
+        let taken = shards.subtracting(timerShards)
+        let given = timerShards.subtracting(shards)
+        guard !taken.isEmpty || !given.isEmpty else { return continuation.resume() }
+        timerShards = shards
+        timerShardsHeld.record(shards.size)
+        logger.notice("timer shards moved", metadata: [
+            "node": "\(node)", "held": "\(shards)", "count": "\(shards.size)", "taken": "\(taken)", "released": "\(given)",
+        ])
+        // Nothing outside `shards` is fired from here on: the lease may hand the given ones to another relay.
+        continuation.resume()
+        if taken.isEmpty {
             armTimer()
+            return
         }
+        // The previous holder may have fired some a moment ago: start from what is stored, then fire what is
+        // overdue at once.
+        if busIsShared { await reloadFromStore(afterRemoteChange: true) }
+        await fireDueWork()
     }
 }
 
