@@ -215,7 +215,7 @@ extension Relay: BusReceiver {
     /// alarms), to tell them what they missed once the bus is back.
     func busLost() {
         guard cluster.backlogShown == nil else { return }
-        cluster.backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        cluster.backlogShown = backlogShownNow()
     }
 
     /// The bus is back, the change notices sent meanwhile are lost: reloads from PostgreSQL, and sends each
@@ -239,10 +239,15 @@ extension Relay: BusReceiver {
         guard cluster.backlogShown == nil, !cluster.busStopped else { return }
         logger.info("another relay missed its heartbeat; reading what it may have stored and not told",
                     metadata: ["node": "\(node)"])
-        let shown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        let shown = backlogShownNow()
         // A relay is silent also while it waits for a store that is down: then this one must not make its own
         // requests wait a store timeout for a catch-up.
         await deliverMissedBacklog(shown: shown, giveUpAfter: Self.silenceCatchUpLimit)
+    }
+
+    /// What each user connected here has been shown of what is pending for them (their sign-in backlog).
+    private func backlogShownNow() -> [String: [JSONValue]] {
+        Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
     }
 
     /// How long a catch-up after another relay's silence waits for the store.
@@ -368,8 +373,17 @@ extension Relay: BusReceiver {
             return
         }
         // The previous holder may have fired some a moment ago: start from what is stored, then fire what is
-        // overdue at once.
-        if busIsShared { await reloadFromStore(afterRemoteChange: true) }
+        // overdue at once. It may also have died between a commit and its notice: what the reload brings that is
+        // pending for users here is sent to them, as after its silence, not taken in unseen (the catch-up after
+        // its silence would then find nothing new to send).
+        if busIsShared {
+            if cluster.backlogShown == nil, !cluster.busStopped {
+                await deliverMissedBacklog(shown: backlogShownNow())
+            } else {
+                // Without the bus, `busBack` catches up with what was shown when it was lost.
+                await reloadFromStore(afterRemoteChange: true)
+            }
+        }
         await fireDueWork()
     }
 }
