@@ -86,12 +86,15 @@ class ClusterTestCase: EndToEndTestCase {
         }
     }
 
-    /// Waits until the in-process `relays` together fire every timer shard, each shard on one of them only.
+    /// Waits until the in-process `relays` (all of the cluster's) have split the timer shards: together they fire
+    /// every shard, each shard on one of them only, none above its fair share.
     func waitUntilTimerShardsSplit(_ relays: [TestRelay], within seconds: Double = 10) async throws {
+        let share = TimerShareDecision.fairShare(relays: relays.count)
         try await eventually(within: seconds, "the relays to split the timer shards") {
             var shards: [TimerShards] = []
             for relay in relays { shards.append(try await relay.running.relay.firedTimerShards) }
             return shards.reduce(TimerShards.none) { $0.union($1) } == .all && shards.map(\.size).reduce(0, +) == TimerShards.count
+                && shards.allSatisfy { $0.size <= share }
         }
     }
 
