@@ -17,10 +17,17 @@ struct PostgresTimerLeaseTests {
         var held: TimerShards { shards.withLock { $0 } }
     }
 
-    private func start(_ location: PostgresLocation, node: String) -> (Relay, Task<Void, Never>) {
+    /// `whenGivingUp` runs when the lease takes shards from the relay, before `run` goes on.
+    private func start(_ location: PostgresLocation, node: String,
+                       whenGivingUp: @escaping @Sendable () -> Void = {}) -> (Relay, Task<Void, Never>) {
         let relay = Relay()
         let lease = PostgresTimerLease(location, timeouts: PostgresStore.Timeouts(), node: node, logger: Logger(label: "test.lease"))
-        let task = Task { await lease.run { shards in relay.set(shards) } }
+        let task = Task {
+            await lease.run { shards in
+                if !relay.held.subtracting(shards).isEmpty { whenGivingUp() }
+                relay.set(shards)
+            }
+        }
         return (relay, task)
     }
 
@@ -46,7 +53,13 @@ struct PostgresTimerLeaseTests {
     @Test func twoLeasesSplitTheShardsAndTheSurvivorTakesAllWhenOneStops() async throws {
         let server = try PostgresServer.requireCurrent()
         let location = try server.createDatabase()
-        let (a, leaseA) = start(location, node: "a")
+        // How many shard locks PostgreSQL shows whenever lease a gives shards up: its relay must stop firing
+        // them while a still holds them, so that no other relay can have taken them yet.
+        let locksWhenGivingUp = Mutex<[Int]>([])
+        let (a, leaseA) = start(location, node: "a") {
+            let locks = (try? self.locksHeld(server, location)) ?? -1
+            locksWhenGivingUp.withLock { $0.append(locks) }
+        }
         defer { leaseA.cancel() }
         try await eventually("lease a to take every shard") { a.held == .all }
 
@@ -56,6 +69,7 @@ struct PostgresTimerLeaseTests {
         #expect(a.held.union(b.held) == .all)
         #expect(a.held.subtracting(b.held) == a.held, "no shard fired by both")
         #expect(try locksHeld(server, location) == TimerShards.count, "each shard locked once")
+        #expect(locksWhenGivingUp.withLock { $0 } == [TimerShards.count], "a gave up 16 shards before unlocking them")
 
         leaseA.cancel()
         await leaseA.value
