@@ -40,12 +40,14 @@ extension Relay: BusReceiver {
         submit(.busBack)
     }
 
-    /// Whether this relay fires the timers now (for tests and logs).
-    public var firesTimers: Bool { ownsTimers }
+    /// The timer shards this relay fires now (for tests and logs).
+    public var firedTimerShards: TimerShards { timerShards }
 
-    /// Makes this relay the one that fires timers, or no longer (the server's timer lease decides).
-    public nonisolated func setOwnsTimers(_ owns: Bool) {
-        submit(.timerOwnership(owns))
+    /// Makes this relay fire the timers of `shards`, and no others (the server's timer lease decides).
+    /// Returns once the relay has taken them in its turn: from then on it fires nothing outside them, so the
+    /// lease may release a shard no longer among them for another relay.
+    public nonisolated func setTimerShards(_ shards: TimerShards) async {
+        await withCheckedContinuation { continuation in submit(.timerShards(shards, continuation)) }
     }
 
     /// Starts hearing the other relays, and telling them each second that this one is alive.
@@ -213,7 +215,7 @@ extension Relay: BusReceiver {
     /// alarms), to tell them what they missed once the bus is back.
     func busLost() {
         guard cluster.backlogShown == nil else { return }
-        cluster.backlogShown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        cluster.backlogShown = backlogShownNow()
     }
 
     /// The bus is back, the change notices sent meanwhile are lost: reloads from PostgreSQL, and sends each
@@ -237,10 +239,15 @@ extension Relay: BusReceiver {
         guard cluster.backlogShown == nil, !cluster.busStopped else { return }
         logger.info("another relay missed its heartbeat; reading what it may have stored and not told",
                     metadata: ["node": "\(node)"])
-        let shown = Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
+        let shown = backlogShownNow()
         // A relay is silent also while it waits for a store that is down: then this one must not make its own
         // requests wait a store timeout for a catch-up.
         await deliverMissedBacklog(shown: shown, giveUpAfter: Self.silenceCatchUpLimit)
+    }
+
+    /// What each user connected here has been shown of what is pending for them (their sign-in backlog).
+    private func backlogShownNow() -> [String: [JSONValue]] {
+        Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
     }
 
     /// How long a catch-up after another relay's silence waits for the store.
@@ -350,17 +357,34 @@ extension Relay: BusReceiver {
         await reloadFromStore(afterRemoteChange: true)
     }
 
-    func takeTimers(_ owns: Bool) async {
-        guard owns != ownsTimers else { return }
-        ownsTimers = owns
-        logger.notice(owns ? "this relay fires the timers now" : "this relay no longer fires the timers", metadata: ["node": "\(node)"])
-        if owns {
-            // The previous owner may have fired some a moment ago: start from what is stored.
-            if busIsShared { await reloadFromStore(afterRemoteChange: true) }
-            await fireDueWork()
-        } else {
+    func takeTimerShards(_ shards: TimerShards, then continuation: CheckedContinuation<Void, Never>) async {
+        let taken = shards.subtracting(timerShards)
+        let given = timerShards.subtracting(shards)
+        guard !taken.isEmpty || !given.isEmpty else { return continuation.resume() }
+        timerShards = shards
+        timerShardsHeld.record(shards.size)
+        logger.notice("timer shards moved", metadata: [
+            "node": "\(node)", "held": "\(shards)", "count": "\(shards.size)", "taken": "\(taken)", "released": "\(given)",
+        ])
+        // Nothing outside `shards` is fired from here on: the lease may hand the given ones to another relay.
+        continuation.resume()
+        if taken.isEmpty {
             armTimer()
+            return
         }
+        // The previous holder may have fired some a moment ago: start from what is stored, then fire what is
+        // overdue at once. It may also have died between a commit and its notice: what the reload brings that is
+        // pending for users here is sent to them, as after its silence, not taken in unseen (the catch-up after
+        // its silence would then find nothing new to send).
+        if busIsShared {
+            if cluster.backlogShown == nil, !cluster.busStopped {
+                await deliverMissedBacklog(shown: backlogShownNow())
+            } else {
+                // Without the bus, `busBack` catches up with what was shown when it was lost.
+                await reloadFromStore(afterRemoteChange: true)
+            }
+        }
+        await fireDueWork()
     }
 }
 

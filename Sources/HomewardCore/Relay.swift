@@ -51,9 +51,10 @@ public actor Relay {
     /// Failed `hello` attempts (unknown, revoked or expired tokens) per client address (`Relay+SignIn`).
     var helloFailures: SlidingWindowLimit
 
-    /// Whether this relay fires the timers (deadlines, repeats, lost contact, expiry). A relay alone always
-    /// does; on a shared bus exactly one does at a time, the one the server's timer lease names.
-    var ownsTimers: Bool
+    /// Whose timers (deadlines, repeats, lost contact, expiry) this relay fires: those of the users in these
+    /// shards (`TimerShards`). A relay alone fires all; on a shared bus each shard is fired by one relay at a
+    /// time, the one the server's timer lease (`PostgresTimerLease`) gives it to.
+    var timerShards: TimerShards
     /// What this relay keeps to work among others sharing its store (`ClusterLink`, `Relay+Cluster`); on a relay
     /// alone it stays as made and nothing reads it.
     var cluster: ClusterLink
@@ -108,6 +109,8 @@ public actor Relay {
     /// Alarms delivered while the store failed and not stored yet.
     let alarmsSpooled: Gauge
     let usersOnline: Gauge
+    /// How many timer shards this relay fires.
+    let timerShardsHeld: Gauge
     /// How often the cache was read whole from the store, and how many other relays' commits it applied instead.
     let reloads: Counter
     let appliedCommits: Counter
@@ -128,6 +131,7 @@ public actor Relay {
         alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
         alarmsSpooled = Gauge(label: "homeward_alarms_spooled", factory: metrics)
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
+        timerShardsHeld = Gauge(label: "homeward_timer_shards_held", factory: metrics)
         reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
@@ -142,7 +146,8 @@ public actor Relay {
         self.node = node
         self.bus = bus
         self.busIsShared = bus.isShared
-        self.ownsTimers = ownsTimers
+        self.timerShards = ownsTimers ? .all : .none
+        timerShardsHeld.record(timerShards.size)
         self.cluster = ClusterLink(node: node)
         self.clock = clock
         self.logger = logger
@@ -281,7 +286,8 @@ public actor Relay {
         case busBack
         /// Another relay missed its heartbeat (`Relay+Cluster`, `catchUpAfterSilence`).
         case peerSilent(String)
-        case timerOwnership(Bool)
+        /// The timer lease gives this relay these shards (`Relay+Cluster`, `takeTimerShards`).
+        case timerShards(TimerShards, CheckedContinuation<Void, Never>)
         case stopBus(CheckedContinuation<Void, Never>)
     }
 
@@ -408,7 +414,7 @@ public actor Relay {
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
             timerDeadline = nil
-            if await stateIsStored(), ownsTimers { await fireDueWork() }
+            if await stateIsStored(), !timerShards.isEmpty { await fireDueWork() }
             continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()
@@ -449,8 +455,8 @@ public actor Relay {
             await busBack()
         case .peerSilent(let node):
             await catchUpAfterSilence(of: node)
-        case .timerOwnership(let owns):
-            await takeTimers(owns)
+        case .timerShards(let shards, let continuation):
+            await takeTimerShards(shards, then: continuation)
         case .stopBus(let continuation):
             await stopBusInTurn()
             continuation.resume()
@@ -468,6 +474,10 @@ public actor Relay {
             if ShareLink.isViewerKey(username) { presence.detachViewer(username, sink) } else { _ = presence.detach(username, sink, now: clock()) }
         case .fireDue(let continuation):
             continuation?.resume()
+        case .timerShards(let shards, let continuation):
+            // Closed: nothing fires any more; the lease may release them.
+            timerShards = shards
+            continuation.resume()
         case .drain(let continuation), .decided(let continuation), .close(let continuation), .stopBus(let continuation):
             continuation.resume()
         case .presenceSnapshot(let continuation):
@@ -549,7 +559,7 @@ public actor Relay {
         var raised = 0
         await complete {
             let before = state.alarms.count
-            let outcome = state.fireDue(now: clock(), presence: presence)
+            let outcome = state.fireDue(now: clock(), presence: presence, shards: timerShards)
             raised = max(0, state.alarms.count - before)
             return outcome
         }
@@ -559,8 +569,8 @@ public actor Relay {
 
     /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
     func armTimer() {
-        // Only the relay that owns the timers fires them; the others keep the deadlines in their caches.
-        let next = ownsTimers ? state.nextDeadline() : nil
+        // A relay fires only the timers of its shards; it keeps the others' deadlines in its cache.
+        let next = timerShards.isEmpty ? nil : state.nextDeadline(in: timerShards)
         guard next != timerDeadline else { return }
         timerDeadline = next
         timer?.cancel()

@@ -119,10 +119,10 @@ extension RelayState {
         return audience.subtracting(paused.keys)
     }
 
-    /// Pauses whose end has come: each ends, and its owner hears `location.resumed`.
-    mutating func expirePauses(now: Int64) -> Outcome {
+    /// Pauses of owners in `shards` whose end has come: each ends, and its owner hears `location.resumed`.
+    mutating func expirePauses(now: Int64, in shards: TimerShards) -> Outcome {
         var outcome = Outcome()
-        for owner in pauses.keys.sorted() {
+        for owner in pauses.keys.sorted() where shards.owns(owner) {
             for pause in (pauses[owner] ?? [:]).values.sorted(by: { $0.key < $1.key }) where (pause.until ?? .max) <= now {
                 endPause(owner, key: pause.key, into: &outcome)
                 outcome.send(.locationResumed(from: pause.from), to: owner)
@@ -131,9 +131,9 @@ extension RelayState {
         return outcome
     }
 
-    /// The earliest end of any pause.
-    var nextPauseEnd: Int64? {
-        pauses.values.flatMap(\.values).compactMap(\.until).min()
+    /// The earliest end of a pause of an owner in `shards`.
+    func nextPauseEnd(in shards: TimerShards) -> Int64? {
+        pauses.filter { shards.owns($0.key) }.values.flatMap(\.values).compactMap(\.until).min()
     }
 
     /// A friendship between `a` and `b` ended: neither shares with the other at all times any more, and

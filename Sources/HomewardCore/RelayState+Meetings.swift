@@ -71,15 +71,18 @@ extension RelayState {
         return outcome
     }
 
-    mutating func expireMeetings(now: Int64) -> Outcome {
+    /// Meeting points of proposers in `shards` whose time is up at `now`.
+    mutating func expireMeetings(now: Int64, in shards: TimerShards) -> Outcome {
         var outcome = Outcome()
-        for meeting in meetings.values.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now {
+        for meeting in meetings.values.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now && shards.owns(meeting.owner) {
             removeMeeting(meeting.id, into: &outcome)
         }
         return outcome
     }
 
-    var nextMeetingExpiry: Int64? { meetings.values.map(\.expiresAt).min() }
+    func nextMeetingExpiry(in shards: TimerShards) -> Int64? {
+        meetings.values.filter { shards.owns($0.owner) }.map(\.expiresAt).min()
+    }
 
     // MARK: Messages
 

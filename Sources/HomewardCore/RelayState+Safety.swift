@@ -50,31 +50,35 @@ extension RelayState {
         return outcome
     }
 
-    /// The earliest time anything is scheduled, if anything is.
-    public func nextDeadline() -> Int64? {
+    /// The earliest time anything in `shards` is scheduled, if anything is. Each deadline belongs to one
+    /// user's shard (`TimerShards`): a session's deadlines (expiry, check-in, lost contact) and its links'
+    /// expiry to its owner, an alarm's repeats to its owner, a pause's end to its owner, a meeting's expiry
+    /// to its proposer.
+    public func nextDeadline(in shards: TimerShards = .all) -> Int64? {
         var next: Int64?
         func consider(_ time: Int64?) {
             if let time, time < next ?? .max { next = time }
         }
-        for session in sessions.values {
+        for session in sessions.values where shards.owns(session.owner) {
             consider(session.expiresAt)
             consider(session.checkInBy)
             if session.lostSince == nil, let since = offlineOwners[session.owner] { consider(since + safety.lostContactGrace) }
         }
-        for alarm in alarms.values { consider(alarm.nextRepeatAt) }
-        for share in shares.values { consider(share.expiresAt) }
-        consider(nextPauseEnd)
-        consider(nextMeetingExpiry)
+        for alarm in alarms.values where shards.owns(alarm.owner) { consider(alarm.nextRepeatAt) }
+        for share in shares.values where shards.owns(share.owner) { consider(share.expiresAt) }
+        consider(nextPauseEnd(in: shards))
+        consider(nextMeetingExpiry(in: shards))
         return next
     }
 
-    /// Does everything due at `now`: expiries, missed check-ins, lost contact, alarm repeats.
-    public mutating func fireDue(now: Int64, presence: some PresenceView) -> Outcome {
-        var outcome = expireShares(now: now)
-        outcome.merge(expirePauses(now: now))
-        outcome.merge(expireMeetings(now: now))
+    /// Does everything in `shards` due at `now`: expiries, missed check-ins, lost contact, alarm repeats
+    /// (attributed as in `nextDeadline(in:)`).
+    public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all) -> Outcome {
+        var outcome = expireShares(now: now, in: shards)
+        outcome.merge(expirePauses(now: now, in: shards))
+        outcome.merge(expireMeetings(now: now, in: shards))
         for id in sessions.keys.sorted() {
-            guard let session = sessions[id] else { continue }
+            guard let session = sessions[id], shards.owns(session.owner) else { continue }
             if let expiry = session.expiresAt, expiry <= now {
                 outcome.merge(finishSession(id, reason: "expired", now: now))
                 continue
@@ -87,7 +91,8 @@ extension RelayState {
             }
         }
         for id in alarms.keys.sorted() {
-            if let due = alarms[id]?.nextRepeatAt, due <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
+            guard let alarm = alarms[id], shards.owns(alarm.owner) else { continue }
+            if let due = alarm.nextRepeatAt, due <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
         }
         return outcome
     }

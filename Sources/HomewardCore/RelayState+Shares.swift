@@ -119,10 +119,10 @@ extension RelayState {
         return outcome
     }
 
-    /// Links whose time is up at `now`.
-    mutating func expireShares(now: Int64) -> Outcome {
+    /// Links of owners in `shards` whose time is up at `now`.
+    mutating func expireShares(now: Int64, in shards: TimerShards) -> Outcome {
         var outcome = Outcome()
-        for share in shares.values.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now {
+        for share in shares.values.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now && shards.owns(share.owner) {
             outcome.merge(endShare(share.id, reason: "expired"))
         }
         return outcome

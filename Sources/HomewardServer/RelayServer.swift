@@ -161,10 +161,10 @@ public struct RelayServer: Sendable {
         }
     }
 
-    /// On a shared bus, the relays compete for the timers through PostgreSQL (see `PostgresTimerLease`).
+    /// On a shared bus, the relays split the timers' shards through PostgreSQL (see `PostgresTimerLease`).
     private func timerLease(bus: any RelayBus) -> PostgresTimerLease? {
         guard bus.isShared, case .postgres(let location) = configuration.store else { return nil }
-        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, logger: logger)
+        return PostgresTimerLease(location, timeouts: configuration.postgresTimeouts, node: configuration.nodeID, logger: logger)
     }
 
     /// The web app's files, read once here so that serving them never touches the disk on an event loop.

@@ -18,7 +18,7 @@ struct RelayCommand: AsyncParsableCommand {
             Several relays can serve one community behind a load balancer: give each the same \
             --store postgres://... and --bus nats://HOST:PORT[,HOST:PORT...] (nats-server), and a --node-id. \
             PostgreSQL keeps everything durable; the bus carries positions, change notices and presence \
-            between the relays; one relay at a time (elected through PostgreSQL) fires the timers.
+            between the relays; the relays split the timers among them through PostgreSQL locks (each user's on one relay at a time).
 
             Every option can also be set with an environment variable: HOMEWARD_ and the option's name \
             in capitals with '_' for '-' (for example HOMEWARD_PORT=9443, HOMEWARD_TLS_CERT=/etc/homeward/server.pem), \

@@ -224,6 +224,35 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(bob.events("friend.request").count, 1, "the late notice repeats nothing")
     }
 
+    /// Relay A commits carol's friend request and dies before its notice goes out; the other relay takes A's
+    /// timer shards before it finds A silent. Taking them reads the store, and bob, connected to it, gets the
+    /// request then: the read does not take it in unseen, leaving the catch-up after A's silence nothing to send.
+    func testTakingTheTimerShardsOfARelayThatDiedAfterACommitSendsWhatItsNoticeWouldHave() async throws {
+        let pair = try await pair()
+        let (bob, _) = try await pair.connectToOther("bob")
+        let (carol, carolAuth) = try await pair.harness.connect("carol")
+        let node = await pair.harness.relay.node
+        pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
+        await pair.forwardNotices()
+
+        _ = try await pair.harness.ok(.friendRequest(username: "bob"), as: carolAuth, sink: carol)
+        let lost = pair.aBus.notices
+        pair.aBus.clear()
+        XCTAssertEqual(bob.events("friend.request").count, 0, "nothing reached the other relay")
+
+        await pair.other.setTimerShards(.all)
+        await pair.other.drain()
+        XCTAssertEqual(bob.events("friend.request").map { $0["from"]?["username"] }, [.string("carol")])
+
+        pair.harness.clock.advance(by: PresenceMessage.silence + 1)
+        pair.other.submit(.presenceCheck)
+        await pair.other.drain()
+        await pair.other.drain()
+        for notice in lost { pair.other.remoteChanges(notice) }
+        await pair.other.drain()
+        XCTAssertEqual(bob.events("friend.request").count, 1, "neither the catch-up after A's silence nor the late notice repeats it")
+    }
+
     func testANoticeThatCannotBeReadMakesTheOtherRelayReload() async throws {
         let pair = try await pair()
         let (alice, aliceAuth) = try await pair.harness.connect("alice")

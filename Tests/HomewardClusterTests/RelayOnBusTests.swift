@@ -151,22 +151,40 @@ final class RelayOnBusTests: XCTestCase {
         XCTAssertEqual(bob?["online"], false)
     }
 
-    func testOnlyTheTimerOwnerFiresTimers() async throws {
+    /// alice's and bob's alarms: a relay holding only alice's shard repeats only hers; given bob's shard, it
+    /// fires his overdue repeat at once; without alice's, it repeats hers no more.
+    func testARelayFiresOnlyTheTimersOfItsShards() async throws {
         var safety = SafetySettings()
         safety.alarmRepeatInterval = 1000
         let (harness, _) = try await harness(ownsTimers: false, safety: safety)
+        let aliceShard = TimerShards([TimerShards.shard(of: "alice")])
+        let bobShard = TimerShards([TimerShards.shard(of: "bob")])
+        XCTAssertNotEqual(aliceShard, bobShard)
         let (alice, aliceAuth) = try await harness.connect("alice")
-        let (bob, _) = try await harness.connect("bob")
+        let (bob, bobAuth) = try await harness.connect("bob")
         _ = try await harness.ok(.alarmRaise(Request.AlarmRaise(text: "help")), as: aliceAuth, sink: alice)
+        _ = try await harness.ok(.alarmRaise(Request.AlarmRaise(text: "me too")), as: bobAuth, sink: bob)
         await harness.advance(by: 5000)
-        XCTAssertEqual(bob.events("alarm").count, 1, "not the owner: no repeats")
-        let firesBefore = await harness.relay.firesTimers
-        XCTAssertFalse(firesBefore)
+        XCTAssertEqual(bob.events("alarm").count, 1, "no shards: no repeats")
+        let firedBefore = await harness.relay.firedTimerShards
+        XCTAssertEqual(firedBefore, .none)
 
-        harness.relay.setOwnsTimers(true)
+        await harness.relay.setTimerShards(aliceShard)
         await harness.relay.drain()
-        XCTAssertEqual(bob.events("alarm").last?["repeat"], 1, "the new owner fires what is due at once")
+        XCTAssertEqual(bob.events("alarm").last?["repeat"], 1, "alice's overdue repeat fires at once")
+        XCTAssertEqual(alice.events("alarm").count, 1, "bob's alarm is not in this relay's shards")
         await harness.advance(by: 1000)
         XCTAssertEqual(bob.events("alarm").last?["repeat"], 2)
+        XCTAssertEqual(alice.events("alarm").count, 1)
+
+        await harness.relay.setTimerShards(aliceShard.union(bobShard))
+        await harness.relay.drain()
+        XCTAssertEqual(alice.events("alarm").last?["repeat"], 1, "the relay taking bob's shard fires his overdue repeat at once")
+        XCTAssertEqual(bob.events("alarm").count, 3, "alice's next repeat is not due yet")
+
+        await harness.relay.setTimerShards(bobShard)
+        await harness.advance(by: 1000)
+        XCTAssertEqual(alice.events("alarm").last?["repeat"], 2)
+        XCTAssertEqual(bob.events("alarm").count, 3, "alice's shard was given up: her alarm repeats no more here")
     }
 }

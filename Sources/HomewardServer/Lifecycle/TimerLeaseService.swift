@@ -1,9 +1,9 @@
 import HomewardPostgres
 import ServiceLifecycle
 
-/// On a shared bus, the relays compete for the timers through PostgreSQL (`PostgresTimerLease`). From the
+/// On a shared bus, the relays split the timers' shards through PostgreSQL (`PostgresTimerLease`). From the
 /// relay's start until this service's graceful shutdown, which comes after the relay's last write: the relay
-/// fires nothing more by then, and closing the lease's connection hands the timers to another relay.
+/// fires nothing more by then, and closing the lease's connection hands its shards to the other relays.
 struct TimerLeaseService: Service, CustomStringConvertible {
     let lease: PostgresTimerLease
     let relay: ReadySignal<StartedRelay>
@@ -12,7 +12,7 @@ struct TimerLeaseService: Service, CustomStringConvertible {
     func run() async throws {
         let relay = try await relay.value.relay
         await cancelWhenGracefulShutdown {
-            await lease.run { owns in relay.setOwnsTimers(owns) }
+            await lease.run { shards in await relay.setTimerShards(shards) }
         }
     }
 }

@@ -182,10 +182,7 @@ final class ClusterEndToEndTests: ClusterTestCase {
         let carol = try await a.user("carol")
         try await befriend(alice, bob)
         try await befriend(alice, carol)
-        try await eventually(within: 10, "one relay to take the timers") {
-            let owners = [try await a.running.relay.firesTimers, try await b.running.relay.firesTimers]
-            return owners.filter { $0 }.count == 1
-        }
+        try await waitUntilTimerShardsSplit([a, b])
 
         try await alice.client.ok("alarm.raise", ["text": "help"])
         for recipient in [bob, carol] {

@@ -1,4 +1,5 @@
 import Foundation
+import HomewardCore
 import HomewardCoreTestSupport
 import HomewardNATS
 import HomewardProtocol
@@ -8,21 +9,28 @@ import XCTest
 
 /// Relays that die and a nats-server that restarts: timers still fire exactly once, positions resume.
 final class ClusterFaultTests: ClusterTestCase {
-    /// Node a (a real process) owns the timers when a walker on it sets a check-in deadline; node a is
-    /// killed with SIGKILL; node b takes the timers and raises the missed check-in alarm, once.
+    /// Node a (a real process) fires the timers of a walker on it with a check-in deadline; node a is killed
+    /// with SIGKILL; node b takes node a's timer shards and raises the missed check-in alarm, once.
     func testTimersOfAKilledRelayFireOnAnother() async throws {
         let cluster = try await startCluster()
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a"))
         addTeardownBlock { a.stop() }
-        // Node a is the only relay yet: once PostgreSQL shows the timer lock granted, node a holds it, and
-        // node b, started next, can only wait for it.
-        try await eventually(within: 10, "node a to take the timer lock") { try await timerLockIsHeld(in: cluster) }
+        // Node a is the only relay yet: once PostgreSQL shows every shard locked, node a holds them all; node
+        // b, started next, gets half (node a releases them), and alice is named so that her shard is node a's.
+        try await eventually(within: 10, "node a to take every timer shard") {
+            try await timerShardLocksHeld(in: cluster) == TimerShards.count
+        }
         let b = try await startNode("node-b", of: cluster)
-        let bFiresTimers = try await b.running.relay.firesTimers
-        XCTAssertFalse(bFiresTimers, "node a holds the timers")
+        try await eventually(within: 10, "node b to take its share") {
+            let bShare = try await b.running.relay.firedTimerShards.size
+            let locked = try await timerShardLocksHeld(in: cluster)
+            return bShare == TimerShards.count / 2 && locked == TimerShards.count
+        }
+        let bShards = try await b.running.relay.firedTimerShards
+        var alice = TestRelay.uniqueUsername("alice")
+        while bShards.owns(alice) { alice = TestRelay.uniqueUsername("alice") }
 
         let aliceClient = try await a.connect(label: "alice")
-        let alice = TestRelay.uniqueUsername("alice")
         let registered = try await aliceClient.ok("register", ["username": .string(alice), "password": "correct horse battery"])
         XCTAssertEqual(registered["node"], "node-a")
         let bob = try await b.user("bob")
@@ -139,11 +147,10 @@ final class ClusterFaultTests: ClusterTestCase {
     }
 
     /// Alice registers on node a (a process) and walks, bob on node b follows her; her last position is 57.0, 11.0.
-    private func aliceWalks(on a: RelayProcess, followedByBobOn b: TestRelay) async throws
-        -> (walker: TestClient, alice: String, token: String, bob: TestUser, session: String)
+    private func aliceWalks(on a: RelayProcess, followedByBobOn b: TestRelay, named alice: String = TestRelay.uniqueUsername("alice"))
+        async throws -> (walker: TestClient, alice: String, token: String, bob: TestUser, session: String)
     {
         let walker = try await a.connect(label: "alice")
-        let alice = TestRelay.uniqueUsername("alice")
         let registered = try await walker.ok("register", ["username": .string(alice), "password": "correct horse battery"])
         let token = try XCTUnwrap(registered["token"]?.stringValue)
         let bob = try await b.user("bob")
@@ -198,7 +205,16 @@ final class ClusterFaultTests: ClusterTestCase {
         let b = try await startNode("node-b", of: cluster) { $0.safety.lostContactGrace = 2000 }
         let a = try await RelayProcess.start(cluster.arguments(node: "node-a") + ["--lost-contact-grace", "2"])
         addTeardownBlock { a.stop() }
-        let (walker, alice, _, bob, id) = try await aliceWalks(on: a, followedByBobOn: b)
+        // The shards split three ways; alice is named so that node c fires her timers (it keeps them when node
+        // a dies: only node a's are free then).
+        let share = TimerShareDecision.fairShare(relays: 3)
+        try await eventually(within: 10, "the three relays to split the timer shards") {
+            let sizes = [try await c.running.relay.firedTimerShards.size, try await b.running.relay.firedTimerShards.size]
+            let locked = try await timerShardLocksHeld(in: cluster)
+            return sizes.allSatisfy { $0 <= share } && locked == TimerShards.count
+        }
+        let (walker, alice, _, bob, id) = try await aliceWalks(on: a, followedByBobOn: b,
+                                                               named: try await uniqueUsername("alice", firedBy: c))
         try await eventually(within: 2, "node a's heartbeat to bring alice's position to node c") {
             try c.running.relay.presence.lastPosition(alice)?.lat == 57.0
         }
@@ -279,8 +295,8 @@ final class ClusterFaultTests: ClusterTestCase {
             return reply["type"] == "ok"
         }
         try await eventually(within: 10, "a relay to fire the timers again") {
-            let owners = [try await a.running.relay.firesTimers, try await b.running.relay.firesTimers]
-            return owners.filter { $0 }.count == 1
+            let shards = [try await a.running.relay.firedTimerShards, try await b.running.relay.firedTimerShards]
+            return shards[0].union(shards[1]) == .all && shards[0].size + shards[1].size == TimerShards.count
         }
     }
 

@@ -44,6 +44,8 @@ final class ClusterReadsTests: ClusterTestCase {
         addTeardownBlock { await slowBus.stop() }
         let slowBusSetting = try BusSetting(parsing: "nats://127.0.0.1:\(slowBus.port)")
         let (b, store) = try await countedNode("node-b", of: cluster) { $0.bus = slowBusSetting }
+        // Taking its timer shards, node b reads the store once; that is done before counting.
+        try await waitUntilTimerShardsSplit([a, b])
         let alice = try await a.user("alice")
         let bob = try await b.user("bob")
         let aliceOnB = try await b.device(of: alice)
@@ -65,6 +67,7 @@ final class ClusterReadsTests: ClusterTestCase {
         let cluster = try await startCluster()
         let a = try await startNode("node-a", of: cluster)
         let (b, store) = try await countedNode("node-b", of: cluster)
+        try await waitUntilTimerShardsSplit([a, b])
         let alice = try await a.user("alice")
         let bob = try await b.user("bob")
         try await befriend(alice, bob)

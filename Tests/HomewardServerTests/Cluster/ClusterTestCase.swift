@@ -79,24 +79,43 @@ class ClusterTestCase: EndToEndTestCase {
         return relay
     }
 
-    /// Waits until `relay` fires the timers (it won the PostgreSQL lock).
+    /// Waits until `relay` fires every timer (it holds every shard's PostgreSQL lock, as a relay alone does).
     func waitUntilFiringTimers(_ relay: TestRelay, within seconds: Double = 10) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if try await relay.running.relay.firesTimers { return }
-            try await Task.sleep(for: .milliseconds(50))
+        try await eventually(within: seconds, "\(relay.configuration.nodeID) to take every timer shard") {
+            try await relay.running.relay.firedTimerShards == .all
         }
-        throw TestFailure("\(relay.configuration.nodeID) did not take the timers within \(seconds) s")
     }
 
-    /// Whether a relay of `cluster` holds the timer lock (`PostgresTimerLease`), as PostgreSQL sees it.
-    func timerLockIsHeld(in cluster: Cluster) async throws -> Bool {
+    /// Waits until the in-process `relays` (all of the cluster's) have split the timer shards: together they fire
+    /// every shard, each shard on one of them only, none above its fair share.
+    func waitUntilTimerShardsSplit(_ relays: [TestRelay], within seconds: Double = 10) async throws {
+        let share = TimerShareDecision.fairShare(relays: relays.count)
+        try await eventually(within: seconds, "the relays to split the timer shards") {
+            var shards: [TimerShards] = []
+            for relay in relays { shards.append(try await relay.running.relay.firedTimerShards) }
+            return shards.reduce(TimerShards.none) { $0.union($1) } == .all && shards.map(\.size).reduce(0, +) == TimerShards.count
+                && shards.allSatisfy { $0.size <= share }
+        }
+    }
+
+    /// A new username whose timers `relay` fires now.
+    func uniqueUsername(_ base: String, firedBy relay: TestRelay) async throws -> String {
+        let shards = try await relay.running.relay.firedTimerShards
+        XCTAssertFalse(shards.isEmpty, "\(relay.configuration.nodeID) fires no timers")
+        while true {
+            let name = TestRelay.uniqueUsername(base)
+            if shards.owns(name) { return name }
+        }
+    }
+
+    /// How many timer shards the relays of `cluster` hold (`PostgresTimerLease`), as PostgreSQL sees it.
+    func timerShardLocksHeld(in cluster: Cluster) async throws -> Int {
         let held = try await postgres().psqlValue("""
             SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'homeward-relay timers'
+            WHERE l.locktype = 'advisory' AND l.granted AND l.classid = \(PostgresTimerLease.shardLockClass) AND l.objsubid = 2
               AND a.datname = '\(cluster.location.database)'
             """)
-        return held == "1"
+        return Int(held) ?? -1
     }
 
     /// Polls `condition` every 50 ms until it holds or `seconds` pass; returns how long it took.
