@@ -1,8 +1,10 @@
 import Foundation
 import HomewardCore
+import NIOCore
 import PostgresNIO
 
-/// The outbox as the delivery worker uses it (the same statements as `SQLiteStore+Outbox`).
+/// The outbox as the delivery worker uses it: the statements both stores share (`OutboxEntry+Stored.swift`),
+/// and this store's claim.
 extension PostgresStore: PushOutboxStore {
     public func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry] {
         try await withConnection("outbox claim") { db, logger in
@@ -11,13 +13,12 @@ extension PostgresStore: PushOutboxStore {
                 WITH due AS (
                     SELECT id FROM push_outbox
                     WHERE next_attempt_at <= \(now) AND (claimed_until IS NULL OR claimed_until <= \(now))
-                    ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
+                    ORDER BY \(unescaped: OutboxEntry.dueOrder) LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED
                 ), claimed AS (
                     UPDATE push_outbox AS o SET claimed_until = \(now + lease) FROM due WHERE o.id = due.id
                     RETURNING o.id
                 )
-                SELECT o.id, o.kind, o.subscription_id, o.endpoint, o.p256dh, o.auth, o.payload, o.urgency, o.topic, o.ttl,
-                       o.alarm_id, o.created_at, o.next_attempt_at, o.attempts
+                SELECT \(unescaped: OutboxEntry.storedColumns(of: "o"))
                 FROM push_outbox AS o JOIN claimed ON claimed.id = o.id
                 ORDER BY o.next_attempt_at, o.created_at, o.id
                 """, logger: logger))
@@ -26,24 +27,14 @@ extension PostgresStore: PushOutboxStore {
 
     public func pendingOutboxEntries(limit: Int) async throws -> [OutboxEntry] {
         try await withConnection("outbox read") { db, logger in
-            try await Self.entries(db.query("""
-                SELECT id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm_id,
-                       created_at, next_attempt_at, attempts
-                FROM push_outbox ORDER BY next_attempt_at, created_at, id LIMIT \(Int64(limit))
-                """, logger: logger))
+            try await Self.entries(db.query(PostgresQuery(stored: OutboxEntry.pending(limit: limit)), logger: logger))
         }
     }
 
     private static func entries(_ rows: PostgresRowSequence) async throws -> [OutboxEntry] {
         var entries: [OutboxEntry] = []
-        for try await (id, kind, subscription, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm, created, next, attempts)
-            in rows.decode((String, String, String?, String, String, String, Data, String, String?, Int64, String?, Int64, Int64, Int64).self)
-        {
-            guard let kind = OutboxEntry.Kind(rawValue: kind) else { continue }
-            entries.append(OutboxEntry(
-                id: id, kind: kind, subscriptionId: subscription, endpoint: endpoint, p256dh: p256dh, auth: auth,
-                payload: [UInt8](payload), urgency: urgency, topic: topic, ttl: Int(ttl), alarmId: alarm, createdAt: created,
-                nextAttemptAt: next, attempts: Int(attempts)))
+        for try await row in rows {
+            if let entry = try OutboxEntry(stored: PostgresRandomAccessRow(row)) { entries.append(entry) }
         }
         return entries
     }
@@ -63,24 +54,46 @@ extension PostgresStore: PushOutboxStore {
 
     public func removeOutboxEntry(id: String) async throws {
         try await withConnection("outbox remove") { db, logger in
-            _ = try await db.query("DELETE FROM push_outbox WHERE id = \(id)", logger: logger)
+            _ = try await db.query(PostgresQuery(stored: OutboxEntry.removal(id: id)), logger: logger)
         }
     }
 
     public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
         try await withConnection("outbox reschedule") { db, logger in
-            _ = try await db.query("UPDATE push_outbox SET next_attempt_at = \(at), attempts = \(Int64(attempts)), claimed_until = NULL WHERE id = \(id)",
-                               logger: logger)
+            _ = try await db.query(PostgresQuery(stored: OutboxEntry.rescheduling(id: id, at: at, attempts: attempts)), logger: logger)
         }
     }
 
     public func outboxDepth() async throws -> Int {
         try await withConnection("outbox depth") { db, logger in
             var count: Int64 = 0
-            for try await value in try await db.query("SELECT COUNT(*) FROM push_outbox", logger: logger).decode(Int64.self) {
+            for try await value in try await db.query(PostgresQuery(unsafeSQL: OutboxEntry.depthSQL), logger: logger).decode(Int64.self) {
                 count = value
             }
             return Int(count)
         }
+    }
+}
+
+extension PostgresQuery {
+    /// A shared statement as a query of its own: each `?` (the statement has no other) numbered `$1`, `$2`...
+    /// and its value bound as this store keeps it (free text as BYTEA).
+    init(stored statement: StoredStatement) {
+        let parts = statement.sql.split(separator: "?", omittingEmptySubsequences: false)
+        precondition(parts.count == statement.arguments.count + 1, "a stored statement binds one argument per placeholder")
+        let sql = parts.enumerated().map { $0.offset == 0 ? String($0.element) : "$\($0.offset)" + $0.element }.joined()
+        var bindings = PostgresBindings()
+        for value in statement.arguments {
+            switch value {
+            case .text(let text): bindings.append(text)
+            case .freeText(let text): bindings.append(ByteBuffer(bytes: Array(text.utf8)))
+            case .int(let int): bindings.append(int)
+            case .double(let double): bindings.append(double)
+            case .bool(let bool): bindings.append(bool)
+            case .bytes(let bytes): bindings.append(ByteBuffer(bytes: bytes))
+            case .null: bindings.appendNull()
+            }
+        }
+        self.init(unsafeSQL: sql, binds: bindings)
     }
 }

@@ -2,12 +2,17 @@ import Foundation
 import GRDB
 import HomewardCore
 
-/// The outbox as the delivery worker uses it; entries are added by `StoreChange.enqueueOutbox`.
+/// The outbox as the delivery worker uses it; entries are added by `StoreChange.enqueueOutbox`, read and
+/// changed by the statements both stores share (`OutboxEntry+Stored.swift`).
 extension SQLiteStore: PushOutboxStore {
+    /// One store, one relay: the due entries are selected and claimed in one write transaction.
     public func claimDueOutboxEntries(now: Int64, limit: Int, lease: Int64) async throws -> [OutboxEntry] {
         try await writer.write { db in
-            let due = try Self.entries(
-                db, where: "WHERE next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)", [now, now], limit: limit)
+            let due = try Self.entries(db, StoredStatement("""
+                SELECT \(OutboxEntry.storedColumns()) FROM push_outbox
+                WHERE next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
+                ORDER BY \(OutboxEntry.dueOrder) LIMIT ?
+                """, [.int(now), .int(now), .int(Int64(limit))]))
             for entry in due {
                 try db.execute(sql: "UPDATE push_outbox SET claimed_until = ? WHERE id = ?", arguments: [now + lease, entry.id])
             }
@@ -16,25 +21,12 @@ extension SQLiteStore: PushOutboxStore {
     }
 
     public func pendingOutboxEntries(limit: Int) async throws -> [OutboxEntry] {
-        try await writer.read { db in try Self.entries(db, where: "", [], limit: limit) }
+        try await writer.read { db in try Self.entries(db, OutboxEntry.pending(limit: limit)) }
     }
 
-    private static func entries(_ db: Database, where condition: String, _ arguments: StatementArguments, limit: Int) throws -> [OutboxEntry] {
-        try Row.fetchAll(
-            db, sql: """
-                SELECT id, kind, subscription_id, endpoint, p256dh, auth, payload, urgency, topic, ttl, alarm_id,
-                       created_at, next_attempt_at, attempts
-                FROM push_outbox \(condition) ORDER BY next_attempt_at, created_at, id LIMIT ?
-                """, arguments: arguments + [limit]
-        ).compactMap { row in
-            guard let kind = OutboxEntry.Kind(rawValue: row["kind"]) else { return nil }
-            let payload: Data = row["payload"]
-            return OutboxEntry(
-                id: row["id"], kind: kind, subscriptionId: row["subscription_id"], endpoint: row["endpoint"],
-                p256dh: row["p256dh"], auth: row["auth"], payload: [UInt8](payload), urgency: row["urgency"],
-                topic: row["topic"], ttl: row["ttl"], alarmId: row["alarm_id"], createdAt: row["created_at"],
-                nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"])
-        }
+    private static func entries(_ db: Database, _ query: StoredStatement) throws -> [OutboxEntry] {
+        try Row.fetchAll(db, sql: query.sql, arguments: StatementArguments(query.arguments.map(\.databaseValue)))
+            .compactMap { try OutboxEntry(stored: $0) }
     }
 
     public func nextOutboxAttempt() async throws -> Int64? {
@@ -48,16 +40,14 @@ extension SQLiteStore: PushOutboxStore {
     }
 
     public func removeOutboxEntry(id: String) async throws {
-        try await writer.write { db in try db.execute(sql: "DELETE FROM push_outbox WHERE id = ?", arguments: [id]) }
+        try await writer.write { db in try OutboxEntry.removal(id: id).execute(in: db) }
     }
 
     public func rescheduleOutboxEntry(id: String, at: Int64, attempts: Int) async throws {
-        try await writer.write { db in
-            try db.execute(sql: "UPDATE push_outbox SET next_attempt_at = ?, attempts = ?, claimed_until = NULL WHERE id = ?", arguments: [at, attempts, id])
-        }
+        try await writer.write { db in try OutboxEntry.rescheduling(id: id, at: at, attempts: attempts).execute(in: db) }
     }
 
     public func outboxDepth() async throws -> Int {
-        try await writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_outbox") ?? 0 }
+        try await writer.read { db in try Int.fetchOne(db, sql: OutboxEntry.depthSQL) ?? 0 }
     }
 }

@@ -1,0 +1,174 @@
+import HomewardProtocol
+
+/// What a load reads, once for both stores: the SELECTs (`StoredState.Read`) and what their rows mean
+/// (`init(rows:)`). The SQLite store runs each read with GRDB, the PostgreSQL store with postgres-nio in one
+/// REPEATABLE READ transaction; both decode their rows through `StoredRow`.
+extension StoredState {
+    /// One SELECT of a load. The rows of each come in a fixed order, so both stores load the same state.
+    public enum Read: CaseIterable, Sendable {
+        case users, tokens, friendships, friendRequests, blocks, alarmContacts
+        case sessions, sessionInvitees, alarmRecipients, alarms, shares, pushSubscriptions
+        case standingShares, pauses, meetingInvitees, meetings, messages
+
+        public var sql: String {
+            switch self {
+            case .users: "SELECT username, name, last_seen FROM users ORDER BY created_at, username"
+            case .tokens: "SELECT hash, username, created_at, COALESCE(last_used, created_at) FROM tokens"
+            case .friendships: "SELECT user_a, user_b FROM friendships ORDER BY created_at, user_a, user_b"
+            case .friendRequests: "SELECT from_user, to_user FROM friend_requests ORDER BY created_at, from_user, to_user"
+            case .blocks: "SELECT blocker, blocked FROM blocks ORDER BY blocker, blocked"
+            case .alarmContacts: "SELECT owner, contact FROM alarm_contacts ORDER BY owner, position"
+            case .sessions: """
+                SELECT id, owner, note, started_at, check_in_by, dest_lat, dest_lon, dest_radius, expires_at, lost_since
+                FROM sessions WHERE ended_at IS NULL ORDER BY started_at, id
+                """
+            case .sessionInvitees: """
+                SELECT i.session_id, i.username, i.state FROM session_invitees i
+                JOIN sessions s ON s.id = i.session_id
+                WHERE s.ended_at IS NULL
+                ORDER BY i.session_id, i.position
+                """
+            case .alarmRecipients: """
+                SELECT r.alarm_id, r.username, r.delivered_at, r.ack_order FROM alarm_recipients r
+                JOIN alarms a ON a.id = r.alarm_id
+                WHERE a.ended_at IS NULL
+                ORDER BY r.alarm_id, r.position
+                """
+            case .alarms: """
+                SELECT id, owner, text, lat, lon, acc, alt, spd, hdg, batt, pos_ts, created_at, auto, repeats, next_repeat_at
+                FROM alarms WHERE ended_at IS NULL ORDER BY created_at, id
+                """
+            case .shares: "SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares ORDER BY created_at, id"
+            case .pushSubscriptions: """
+                SELECT id, username, endpoint, p256dh, auth, created_at, token_hash FROM push_subscriptions ORDER BY created_at, id
+                """
+            case .standingShares: "SELECT owner, friend FROM standing_shares ORDER BY owner, position"
+            case .pauses: "SELECT owner, from_user, until FROM location_pauses ORDER BY owner, from_user"
+            case .meetingInvitees: """
+                SELECT meeting_id, username, response, queued_at, delivered_at FROM meeting_invitees ORDER BY meeting_id, position
+                """
+            case .meetings: "SELECT id, owner, name, lat, lon, time, created_at FROM meetings ORDER BY created_at, id"
+            case .messages: "SELECT id, sender, recipient, text, queued_at, delivered_at FROM messages ORDER BY queued_at, id"
+            }
+        }
+    }
+
+    /// Everything the relay keeps in memory, from the rows of each `Read` (`rows` runs one; the caller makes
+    /// them one consistent read).
+    public init<Row: StoredRow>(rows: (Read) throws -> [Row]) throws {
+        self.init()
+        for row in try rows(.users) {
+            let username = try row.text(0)
+            users.append(UserProfile(username: username, name: try row.freeText(1)))
+            if let seen = try row.optionalInt(2) { lastSeen[username] = seen }
+        }
+        tokens = try rows(.tokens).map {
+            IssuedToken(hash: try $0.text(0), username: try $0.text(1), createdAt: try $0.int(2), lastUsed: try $0.int(3))
+        }
+        friendships = try rows(.friendships).map { (try $0.text(0), try $0.text(1)) }
+        friendRequests = try rows(.friendRequests).map { (from: try $0.text(0), to: try $0.text(1)) }
+        blocks = try rows(.blocks).map { (blocker: try $0.text(0), blocked: try $0.text(1)) }
+        for row in try rows(.alarmContacts) { alarmContacts[try row.text(0), default: []].append(try row.text(1)) }
+        sessions = try Self.activeSessions(rows)
+        alarms = try Self.activeAlarms(rows)
+        shares = try rows(.shares).map {
+            ShareLink(id: try $0.text(0), sessionId: try $0.text(1), owner: try $0.text(2), tokenHash: try $0.text(3),
+                      createdAt: try $0.int(4), expiresAt: try $0.int(5))
+        }
+        pushSubscriptions = try rows(.pushSubscriptions).map {
+            PushSubscription(id: try $0.text(0), username: try $0.text(1), endpoint: try $0.text(2), p256dh: try $0.text(3),
+                             auth: try $0.text(4), createdAt: try $0.int(5), tokenHash: try $0.optionalText(6))
+        }
+        try loadFriendsMap(rows)
+    }
+
+    /// Standing shares, pauses, meeting points and unread messages.
+    private mutating func loadFriendsMap<Row: StoredRow>(_ rows: (Read) throws -> [Row]) throws {
+        for row in try rows(.standingShares) { standingShares[try row.text(0), default: []].append(try row.text(1)) }
+        pauses = try rows(.pauses).map {
+            let from = try $0.text(1)
+            return LocationPause(owner: try $0.text(0), from: from.isEmpty ? nil : from, until: try $0.optionalInt(2))
+        }
+        var invitees: [String: [MeetingInvitee]] = [:]
+        for row in try rows(.meetingInvitees) {
+            let raw = try row.text(2)
+            guard let response = MeetingInvitee.Response(rawValue: raw) else { throw Row.unreadable("unknown meeting response \(raw)") }
+            invitees[try row.text(0), default: []].append(
+                MeetingInvitee(username: try row.text(1), response: response, queuedAt: try row.int(3), deliveredAt: try row.optionalInt(4)))
+        }
+        meetings = try rows(.meetings).map {
+            let id = try $0.text(0)
+            return MeetingPoint(id: id, owner: try $0.text(1), name: try $0.freeText(2), lat: try $0.double(3), lon: try $0.double(4),
+                                time: try $0.int(5), createdAt: try $0.int(6), invitees: invitees[id] ?? [])
+        }
+        messages = try rows(.messages).map {
+            MessageInfo(id: try $0.text(0), from: try $0.text(1), to: try $0.text(2), text: try $0.freeText(3),
+                        queuedAt: try $0.int(4), deliveredAt: try $0.optionalInt(5))
+        }
+    }
+
+    private static func activeSessions<Row: StoredRow>(_ rows: (Read) throws -> [Row]) throws -> [FollowSession] {
+        var sessions: [FollowSession] = []
+        var index: [String: Int] = [:]
+        for row in try rows(.sessions) {
+            let id = try row.text(0)
+            index[id] = sessions.count
+            var session = FollowSession(id: id, owner: try row.text(1), note: try row.optionalFreeText(2), startedAt: try row.int(3))
+            session.checkInBy = try row.optionalInt(4)
+            if let lat = try row.optionalDouble(5), let lon = try row.optionalDouble(6), let radius = try row.optionalDouble(7) {
+                session.destination = Destination(lat: lat, lon: lon, radius: radius)
+            }
+            session.expiresAt = try row.optionalInt(8)
+            session.lostSince = try row.optionalInt(9)
+            sessions.append(session)
+        }
+        for row in try rows(.sessionInvitees) {
+            let id = try row.text(0)
+            guard let at = index[id] else { continue }
+            let raw = try row.text(2)
+            guard let state = FollowSession.InviteState(rawValue: raw) else {
+                throw Row.unreadable("unknown invite state \(raw) in session \(id)")
+            }
+            sessions[at].set(state, for: try row.text(1))
+        }
+        return sessions
+    }
+
+    /// An active alarm's recipients as stored: in order, the acknowledged ones with their order, delivery times.
+    private struct AlarmRecipients {
+        var ordered: [String] = []
+        var acked: [(order: Int64, username: String)] = []
+        var deliveredAt: [String: Int64] = [:]
+    }
+
+    private static func activeAlarms<Row: StoredRow>(_ rows: (Read) throws -> [Row]) throws -> [Alarm] {
+        var recipients: [String: AlarmRecipients] = [:]
+        for row in try rows(.alarmRecipients) {
+            let id = try row.text(0)
+            let username = try row.text(1)
+            recipients[id, default: AlarmRecipients()].ordered.append(username)
+            if let delivered = try row.optionalInt(2) { recipients[id]!.deliveredAt[username] = delivered }
+            if let order = try row.optionalInt(3) { recipients[id]!.acked.append((order, username)) }
+        }
+
+        var alarms: [Alarm] = []
+        for row in try rows(.alarms) {
+            let id = try row.text(0)
+            var position: Position?
+            // An alarm's position is stored whole or not at all (`StoreChange.statements`).
+            if let lat = try row.optionalDouble(3), let lon = try row.optionalDouble(4), let ts = try row.optionalInt(10) {
+                position = Position(lat: lat, lon: lon, acc: try row.optionalDouble(5), alt: try row.optionalDouble(6),
+                                    spd: try row.optionalDouble(7), hdg: try row.optionalDouble(8), batt: try row.optionalDouble(9), ts: ts)
+            }
+            let stored = recipients[id] ?? AlarmRecipients()
+            var alarm = Alarm(id: id, owner: try row.text(1), text: try row.freeText(2), position: position,
+                              createdAt: try row.int(11), auto: try row.bool(12), recipients: stored.ordered)
+            alarm.restore(acked: stored.acked.sorted { $0.order < $1.order }.map(\.username))
+            alarm.deliveredAt = stored.deliveredAt
+            alarm.repeats = Int(try row.int(13))
+            alarm.nextRepeatAt = try row.optionalInt(14)
+            alarms.append(alarm)
+        }
+        return alarms
+    }
+}
