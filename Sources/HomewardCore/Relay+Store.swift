@@ -43,8 +43,9 @@ extension Relay {
     static let heldCatchUpWait = Duration.milliseconds(50)
 
     /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
-    /// fails (the database is down), memory may hold changes that were never stored: it is marked
-    /// `unstored`, and nothing that reads or changes it runs until a later read-back succeeds (`stateIsStored`).
+    /// fails (the database is down), memory may hold changes that were never stored: it is marked `unstored`
+    /// (`WritePath.readBackFailed`), and nothing that reads or changes it runs until a later read-back succeeds
+    /// (`stateIsStored`).
     @discardableResult
     ///
     /// With `giveUpAfter` (a reload nothing waits for: `catchUpAfterSilence`), a load that takes longer is left

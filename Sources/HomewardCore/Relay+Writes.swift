@@ -32,7 +32,7 @@ extension Relay {
     }
 
     /// Makes `changes` durable before anything decided after them is heard of: they join the next batch
-    /// (refused while the state holds a failed write: `unstored`).
+    /// (refused while the state holds a failed write: `WritePath.unstored`).
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
         guard !writes.unstored else { throw Self.storageUnavailable }
@@ -57,7 +57,7 @@ extension Relay {
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a
     /// write it waits for fails, `refused` (when given; else `fail`) when another relay wrote first. While the
-    /// state holds a failed write (`unstored`), nothing is waiting: a decision then changed nothing (the write
+    /// state holds a failed write (`WritePath.unstored`), nothing is waiting: a decision then changed nothing (the write
     /// of one that does is refused, `persist`), or it is an alarm operation, spooled.
     func whenStored(_ release: @escaping @Sendable (isolated Relay) async -> Void,
                     orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in },
