@@ -61,7 +61,7 @@ public actor Relay {
     /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
     var signedInTokens = SignedInTokens()
     /// The write path's state: the journal, whether memory holds what the store may lack, failures and
-    /// read-backs, revoked tokens, the cache's write versions, decisions in flight (`WritePath`). Changed only
+    /// read-backs, revoked tokens, last-seen times, the cache's write versions, decisions in flight (`WritePath`). Changed only
     /// through its transitions, from `Relay+Writes`, `Relay+Store` and `Relay+Spool`.
     var writes = WritePath<WriteWaiter>()
     /// Each user's write version as the cache holds it (`WritePath.versions`): as loaded, moved on by every
@@ -69,10 +69,6 @@ public actor Relay {
     var versions: UserVersions? { writes.versions }
     private var timer: (any DispatchSourceTimer)?
     var timerDeadline: Int64?
-    /// Last-seen times not stored yet. They only tell friends when someone was last online, so they are
-    /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
-    /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
-    var unsavedLastSeen: [String: Int64] = [:]
     /// Set by `close`: the store is about to close, nothing touches it any more.
     private var closed = false
     /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
@@ -412,7 +408,10 @@ public actor Relay {
             continuation.resume()
         case .close(let continuation):
             let now = clock()
-            for username in presence.localUsers() where !ShareLink.isViewerKey(username) { unsavedLastSeen[username] = now }
+            for username in presence.localUsers() where !ShareLink.isViewerKey(username) {
+                // Written just below: nothing to schedule.
+                _ = writes.lastSeen(username, at: now)
+            }
             await saveLastSeen()
             // The last batches reach the store before it closes.
             try? await writesSettled()

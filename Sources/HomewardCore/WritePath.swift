@@ -1,7 +1,7 @@
 /// The relay's write path as one value: what it decided and has not stored yet (`journal`), whether memory
 /// holds what the store may lack (`unstored`) and when storage was last read, the write failures, the tokens a
-/// command revoked, the write versions the cache holds, and the bookkeeping of decisions (those in flight, a
-/// request decided again after a refusal). A value with no I/O: `Relay+Writes`, `Relay+Store` and `Relay+Spool`
+/// command revoked, the last-seen times waiting to be written, the write versions the cache holds, and the
+/// bookkeeping of decisions (those in flight, a request decided again after a refusal). A value with no I/O: `Relay+Writes`, `Relay+Store` and `Relay+Spool`
 /// do the writing and reading, and tell it what happened through its transitions; what to do next (read back
 /// now, log, submit) follows from what those return.
 struct WritePath<Waiter> {
@@ -27,6 +27,10 @@ struct WritePath<Waiter> {
     private(set) var decisionsInFlight = 0
     /// The request being decided again after its write was refused (`decideAgain`), while it is.
     private(set) var redecision: Attempt?
+    /// Last-seen times not staged yet. They only tell friends when someone was last online, so they are
+    /// written together, within `Relay.lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
+    /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
+    private(set) var unsavedLastSeen: [String: Int64] = [:]
 
     /// How often a request has been decided, and since when.
     struct Attempt: Equatable {
@@ -112,6 +116,19 @@ struct WritePath<Waiter> {
     /// A commit moved these users' versions on (this relay's own, or another relay's applied to the cache).
     mutating func versionsMoved(_ moved: UserVersions) {
         versions?.merge(moved) { max($0, $1) }
+    }
+
+    /// `username` was last seen at `time`, to be written with the others; true when none waited before (then
+    /// their write is to be scheduled).
+    mutating func lastSeen(_ username: String, at time: Int64) -> Bool {
+        defer { unsavedLastSeen[username] = time }
+        return unsavedLastSeen.isEmpty
+    }
+
+    /// The last-seen times waiting, as changes to persist, and none waits any more.
+    mutating func takeLastSeen() -> [StoreChange] {
+        defer { unsavedLastSeen.removeAll() }
+        return unsavedLastSeen.map { StoreChange.lastSeen(username: $0.key, at: $0.value) }
     }
 
     // MARK: Decisions

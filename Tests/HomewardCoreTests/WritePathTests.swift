@@ -95,6 +95,20 @@ struct WritePathTests {
         #expect(revokedAgain.isEmpty)
     }
 
+    @Test func lastSeenTimesAreScheduledOnceAndTakenTogether() {
+        var path = WritePath<Int>()
+        let first = path.lastSeen("ann", at: 10), second = path.lastSeen("bob", at: 11), later = path.lastSeen("ann", at: 12)
+        #expect(first, "the first one schedules the write")
+        #expect(!second && !later, "the others join it")
+        let changes = path.takeLastSeen()
+        #expect(changes.count == 2 && changes.contains(.lastSeen(username: "ann", at: 12))
+                && changes.contains(.lastSeen(username: "bob", at: 11)), "one change per user, the latest time")
+        let again = path.takeLastSeen()
+        #expect(again.isEmpty)
+        let afterTaken = path.lastSeen("cid", at: 13)
+        #expect(afterTaken, "none waited: scheduled again")
+    }
+
     @Test func onlyTheFirstDecisionInFlightStartsAfresh() {
         var path = WritePath<Int>()
         let first = path.decisionStarted(), second = path.decisionStarted()
