@@ -57,8 +57,8 @@ extension Relay {
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a
     /// write it waits for fails, `refused` (when given; else `fail`) when another relay wrote first. While the
-    /// state holds a failed write (`WritePath.unstored`), nothing is waiting: a decision then changed nothing (the write
-    /// of one that does is refused, `persist`), or it is an alarm operation, spooled.
+    /// state holds a failed write (`WritePath.unstored`), nothing is waiting: a decision then changed nothing
+    /// (the write of one that does is refused, `persist`), or it is an alarm operation, spooled.
     func whenStored(_ release: @escaping @Sendable (isolated Relay) async -> Void,
                     orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in },
                     orRefused refused: (@Sendable (isolated Relay) async -> Void)? = nil) async {

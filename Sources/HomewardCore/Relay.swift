@@ -61,8 +61,8 @@ public actor Relay {
     /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
     var signedInTokens = SignedInTokens()
     /// The write path's state: the journal, whether memory holds what the store may lack, failures and
-    /// read-backs, revoked tokens, last-seen times, the cache's write versions, decisions in flight (`WritePath`). Changed only
-    /// through its transitions, from `Relay+Writes`, `Relay+Store` and `Relay+Spool`.
+    /// read-backs, revoked tokens, last-seen times, the cache's write versions, decisions in flight
+    /// (`WritePath`). Changed only through its transitions.
     var writes = WritePath<WriteWaiter>()
     /// Each user's write version as the cache holds it (`WritePath.versions`): as loaded, moved on by every
     /// commit applied since (this relay's own, `writeFinished`, and the others', `Relay+Deltas`).

@@ -1,9 +1,10 @@
 /// The relay's write path as one value: what it decided and has not stored yet (`journal`), whether memory
 /// holds what the store may lack (`unstored`) and when storage was last read, the write failures, the tokens a
 /// command revoked, the last-seen times waiting to be written, the write versions the cache holds, and the
-/// bookkeeping of decisions (those in flight, a request decided again after a refusal). A value with no I/O: `Relay+Writes`, `Relay+Store` and `Relay+Spool`
-/// do the writing and reading, and tell it what happened through its transitions; what to do next (read back
-/// now, log, submit) follows from what those return.
+/// bookkeeping of decisions (those in flight, a request decided again after a refusal). A value with no I/O:
+/// the relay's extensions (`Relay+Writes`, `Relay+Store`, `Relay+Spool`) do the writing and reading and tell
+/// it what happened through its transitions; what to do next (read back now, log, submit) follows from what
+/// those return.
 struct WritePath<Waiter> {
     /// Decided, not stored yet, and what waits for it.
     var journal = WriteJournal<Waiter>()

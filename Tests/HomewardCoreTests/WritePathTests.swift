@@ -97,7 +97,8 @@ struct WritePathTests {
 
     @Test func lastSeenTimesAreScheduledOnceAndTakenTogether() {
         var path = WritePath<Int>()
-        let first = path.lastSeen("ann", at: 10), second = path.lastSeen("bob", at: 11), later = path.lastSeen("ann", at: 12)
+        let first = path.lastSeen("ann", at: 10), second = path.lastSeen("bob", at: 11)
+        let later = path.lastSeen("ann", at: 12)
         #expect(first, "the first one schedules the write")
         #expect(!second && !later, "the others join it")
         let changes = path.takeLastSeen()
