@@ -159,12 +159,11 @@ extension Relay {
         signedInTokens.forget(sink)
         let now = clock()
         guard presence.detach(username, sink, now: now) else { return }
-        if unsavedLastSeen.isEmpty {
+        if writes.lastSeen(username, at: now) {
             executor.queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { [weak self] in
                 self?.submit(.saveLastSeen)
             }
         }
-        unsavedLastSeen[username] = now
         usersOnline.record(presence.onlineUserCount)
         presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
@@ -175,9 +174,8 @@ extension Relay {
     }
 
     func saveLastSeen() async {
-        guard !unsavedLastSeen.isEmpty else { return }
-        let changes = unsavedLastSeen.map { StoreChange.lastSeen(username: $0.key, at: $0.value) }
-        unsavedLastSeen.removeAll()
+        let changes = writes.takeLastSeen()
+        guard !changes.isEmpty else { return }
         do {
             try await persist(changes)
         } catch {

@@ -76,10 +76,10 @@ extension Relay: BusReceiver {
         await syncInterest()
         // A revoked token signs nobody in any more: its connections (here and, through the notice,
         // elsewhere) close; the one that sent `logout` was signed out before and stays.
-        if !revokedTokens.isEmpty {
-            closeConnections(signedInWith: revokedTokens)
-            if busIsShared { cluster.outgoing.revokedTokens += revokedTokens }
-            revokedTokens.removeAll()
+        let revoked = writes.takeRevokedTokens()
+        if !revoked.isEmpty {
+            closeConnections(signedInWith: revoked)
+            if busIsShared { cluster.outgoing.revokedTokens += revoked }
         }
         publishNotice()
     }
@@ -301,7 +301,7 @@ extension Relay: BusReceiver {
     func catchUpBeforeRequest(for user: String?) async {
         // Known to be down (a write failed and no read-back worked since): the read-backs catch up, and until
         // then only alarms are served (`Relay+Spool`), which must not wait for a read that fails.
-        guard busIsShared, !unstored, versions != nil else { return }
+        guard busIsShared, !writes.unstored, versions != nil else { return }
         let (running, submitted) = mailbox.withLock { ($0.taken, $0.submitted) }
         guard !cluster.freshness.covers(command: running) else { return }
         if cluster.freshness.mayUseBarrier(now: clock()) {
@@ -350,7 +350,7 @@ extension Relay: BusReceiver {
         if state.knowsToken(hash) {
             let now = clock()
             guard state.tokenIsExpired(hash, now: now, lifetime: limits.tokenLifetime),
-                  now - lastReadBack >= RelayState.tokenUseWriteInterval else { return }
+                  now - writes.lastReadBack >= RelayState.tokenUseWriteInterval else { return }
         } else {
             guard (try? await store.username(forTokenHash: hash)) != nil else { return }
         }

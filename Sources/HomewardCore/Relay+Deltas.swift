@@ -26,7 +26,7 @@ extension Relay {
         var touched = Set<String>()
         for commit in commits {
             touched.formUnion(state.apply(commit.changes))
-            if let moved = commit.versions { versions?.merge(moved) { max($0, $1) } }
+            if let moved = commit.versions { writes.versionsMoved(moved) }
         }
         appliedCommits.increment(by: commits.count)
         syncPresence(owners: touched)

@@ -9,8 +9,9 @@ extension Relay {
     func serveSignedIn(_ request: Request, auth: Authentication, peer: String, sink: any ClientSink,
                                done: @escaping Completion) async {
         // Refused because another relay wrote first about one of its users: decided again (`decideAgain`).
+        let attempt = writes.attempt(at: ContinuousClock.now)
         let again = Redecision(request: request, auth: auth, peer: peer, sink: sink, done: done,
-                               attempts: (redecision?.attempts ?? 0) + 1, since: redecision?.since ?? ContinuousClock.now)
+                               attempts: attempt.attempts, since: attempt.since)
         let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
             let decided = try await recordingRemovals { () async throws(RelayError) in

@@ -32,7 +32,7 @@ extension Relay {
             try await persistWithPushes(&outcome, now: now)
             return .persisted
         }
-        if !unstored {
+        if !writes.unstored {
             let decided = outcome
             do {
                 try await persistWithPushes(&outcome, now: now)
@@ -140,16 +140,13 @@ extension Relay {
 
     /// Memory holds what the store lacks: the next operation reads back (and replays the spool).
     private func markUnstored() {
-        guard !unstored else { return }
-        unstored = true
-        lastReadBack = .min / 2
-        submit(.fireDue(then: nil))
+        if writes.markUnstored() { submit(.fireDue(then: nil)) }
     }
 
     /// Whether a request may run although storage is known to be down: a signed-in alarm operation with a
     /// spool to fall back on. It then waits for no read-back (each costs up to a store timeout while the store
     /// is down): it is spooled at once.
     func servesWhileUnstored(_ request: Request, auth: Authentication?) -> Bool {
-        unstored && spool != nil && auth != nil && request.spoolsWhenStorageFails
+        writes.unstored && spool != nil && auth != nil && request.spoolsWhenStorageFails
     }
 }

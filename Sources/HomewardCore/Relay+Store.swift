@@ -11,9 +11,8 @@ extension Relay {
     /// checked (`writeRefused`).
     func recordingRemovals<T>(_ attempt: () async throws(RelayError) -> T) async throws(RelayError) -> T {
         guard busIsShared else { return try await attempt() }
-        if decisionsInFlight == 0 { state.removedOwners = RemovedOwners() }
-        decisionsInFlight += 1
-        defer { decisionsInFlight -= 1 }
+        if writes.decisionStarted() { state.removedOwners = RemovedOwners() }
+        defer { writes.decisionEnded() }
         return try await attempt()
     }
 
@@ -33,7 +32,7 @@ extension Relay {
         let deadline = ContinuousClock.now + Self.heldCatchUpWait
         while true {
             await handleRemoteNotices(takeRemoteNotices())
-            if !cluster.sequencer.isHolding { return !unstored }
+            if !cluster.sequencer.isHolding { return !writes.unstored }
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
@@ -44,8 +43,9 @@ extension Relay {
     static let heldCatchUpWait = Duration.milliseconds(50)
 
     /// Reads the durable state back (after a failed write, or to catch up with other relays). When that
-    /// fails (the database is down), memory may hold changes that were never stored: it is marked
-    /// `unstored`, and nothing that reads or changes it runs until a later read-back succeeds (`stateIsStored`).
+    /// fails (the database is down), memory may hold changes that were never stored: it is marked `unstored`
+    /// (`WritePath.readBackFailed`), and nothing that reads or changes it runs until a later read-back succeeds
+    /// (`stateIsStored`).
     @discardableResult
     ///
     /// With `giveUpAfter` (a reload nothing waits for: `catchUpAfterSilence`), a load that takes longer is left
@@ -64,13 +64,14 @@ extension Relay {
             }
             return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
         }
-        lastReadBack = clock()
+        writes.readingBack(at: clock())
         let stored: StoredState
         do {
             stored = try await store.load()
         } catch {
-            if !unstored { logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"]) }
-            unstored = true
+            if writes.readBackFailed() {
+                logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"])
+            }
             readBackAgainLater()
             return false
         }
@@ -93,13 +94,11 @@ extension Relay {
 
     /// The rest of a reload once the store's state is read (`reloadFromStore`).
     private func reloaded(from stored: StoredState, generation: Int?, afterRemoteChange: Bool) async -> Bool {
-        if unstored { logger.notice("storage is back; state read back from it") }
-        unstored = false
+        if writes.readBack(versions: stored.versions) { logger.notice("storage is back; state read back from it") }
         cluster.freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
-        versions = stored.versions
         cluster.sequencer.reloaded(at: versions)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
@@ -109,8 +108,7 @@ extension Relay {
                 return reread
             }
             // The failed write marked this read-back as long ago (`persist`): the next one is a second away.
-            unstored = true
-            lastReadBack = clock()
+            writes.spoolNotStored(at: clock())
             readBackAgainLater()
         }
         reloads.increment()
@@ -119,7 +117,7 @@ extension Relay {
         timerDeadline = nil
         armTimer()
         closeConnectionsWithoutToken()
-        return !unstored
+        return !writes.unstored
     }
 
     /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.
@@ -133,11 +131,11 @@ extension Relay {
     /// `readBackInterval` (each try costs a storage timeout while the database is down, and operations
     /// wait behind it), and answers false in between, so requests fail fast.
     func stateIsStored() async -> Bool {
-        guard unstored else { return true }
-        guard clock() - lastReadBack >= Self.readBackInterval else { return false }
+        guard writes.unstored else { return true }
+        guard writes.readBackDue(now: clock()) else { return false }
         return await reloadFromStore()
     }
 
-    static let readBackInterval: Int64 = 1000
+    static let readBackInterval = WritePath<WriteWaiter>.readBackInterval
     static let storageUnavailable = RelayError.storage("storage is unavailable; try again shortly")
 }

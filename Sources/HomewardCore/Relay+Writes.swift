@@ -32,10 +32,10 @@ extension Relay {
     }
 
     /// Makes `changes` durable before anything decided after them is heard of: they join the next batch
-    /// (refused while the state holds a failed write: `unstored`).
+    /// (refused while the state holds a failed write: `WritePath.unstored`).
     func persist(_ changes: [StoreChange]) async throws(RelayError) {
         guard !changes.isEmpty else { return }
-        guard !unstored else { throw Self.storageUnavailable }
+        guard !writes.unstored else { throw Self.storageUnavailable }
         // A change no store can hold would fail its whole batch, the neighbours' decisions with it: it
         // fails here, alone, as its write would have (the state is read back before the next decision).
         if let key = changes.lazy.compactMap(\.keyWithNUL).first {
@@ -43,8 +43,7 @@ extension Relay {
             writeFailed(error, lost: changes)
             throw .storage("\(error)")
         }
-        journal.stage(changes, bases: writeBases(of: changes))
-        for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
+        writes.stage(changes, bases: writeBases(of: changes))
         state.noteOwnWrite(changes: changes)
     }
 
@@ -53,17 +52,17 @@ extension Relay {
     private func writeBases(of changes: [StoreChange]) -> UserVersions {
         guard busIsShared, let cached = versions, changes.contains(where: \.concernsOtherRelays) else { return [:] }
         let users = state.writeScope(of: changes)
-        return Dictionary(uniqueKeysWithValues: users.map { ($0, journal.base(cached[$0, default: 0], of: $0)) })
+        return Dictionary(uniqueKeysWithValues: users.map { ($0, writes.journal.base(cached[$0, default: 0], of: $0)) })
     }
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a
     /// write it waits for fails, `refused` (when given; else `fail`) when another relay wrote first. While the
-    /// state holds a failed write (`unstored`), nothing is waiting: a decision then changed nothing (the write
-    /// of one that does is refused, `persist`), or it is an alarm operation, spooled.
+    /// state holds a failed write (`WritePath.unstored`), nothing is waiting: a decision then changed nothing
+    /// (the write of one that does is refused, `persist`), or it is an alarm operation, spooled.
     func whenStored(_ release: @escaping @Sendable (isolated Relay) async -> Void,
                     orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in },
                     orRefused refused: (@Sendable (isolated Relay) async -> Void)? = nil) async {
-        if let now = journal.whenStored(WriteWaiter(release: release, fail: fail, refused: refused)) { await now.release(self) }
+        if let now = writes.journal.whenStored(WriteWaiter(release: release, fail: fail, refused: refused)) { await now.release(self) }
     }
 
     /// Answers a request with `error` once everything decided before it is stored, so that a connection's
@@ -76,28 +75,27 @@ extension Relay {
     /// `whenStored` for work that needs no suspension, from code that has none (nothing is sent when a
     /// write it waits for fails).
     func afterStored(_ release: @escaping @Sendable (isolated Relay) -> Void) {
-        if journal.whenStored(WriteWaiter(release: { release($0) }, fail: { _, _ in })) != nil { release(self) }
+        if writes.journal.whenStored(WriteWaiter(release: { release($0) }, fail: { _, _ in })) != nil { release(self) }
     }
 
     /// Waits until everything decided so far is stored, batch after batch; the mailbox waits meanwhile. For
     /// what needs the store in order with what was decided (a read of it, a reload) or the state exactly as
     /// stored (a sign-in's reply and backlog). Throws when a write of it failed.
     func writesSettled() async throws(RelayError) {
-        let failuresBefore = writeFailures
-        while !journal.isIdle {
+        let failuresBefore = writes.failures
+        while !writes.journal.isIdle {
             startWrite()
             await writeFinished(await nextWriteResult())
         }
-        guard writeFailures == failuresBefore else { throw .storage(lastWriteError) }
+        if let failure = writes.failedSince(failuresBefore) { throw .storage(failure) }
     }
 
     /// The connections signed in with tokens a command revoked close once the revocation is stored, after
     /// that command's reply (the connection that sent `logout` is signed out by then and stays); the other
     /// relays hear of the revocation with the notice that follows.
     func closeRevokedWhenStored() {
-        guard !revokedTokens.isEmpty else { return }
-        let revoked = revokedTokens
-        revokedTokens.removeAll()
+        let revoked = writes.takeRevokedTokens()
+        guard !revoked.isEmpty else { return }
         afterStored { relay in
             relay.closeConnections(signedInWith: revoked)
             if relay.busIsShared { relay.cluster.outgoing.revokedTokens += revoked }
@@ -106,12 +104,12 @@ extension Relay {
 
     /// Sends the next batch to the store when none is there.
     func startWrite() {
-        guard let batch = journal.nextBatch() else { return }
+        guard let batch = writes.journal.nextBatch() else { return }
         // Checked on a shared store: each user at the oldest version a decision in the batch saw, plus this
         // relay's own commits since (a decision that missed another relay's write then fails the check).
         let counted = busIsShared && batch.contains(where: \.concernsOtherRelays)
         let scope: UserVersions? = counted && versions != nil
-            ? journal.committingScope : nil
+            ? writes.journal.committingScope : nil
         commit(batch, scope: scope)
     }
 
@@ -163,17 +161,17 @@ extension Relay {
     /// meanwhile), or fails a failed batch's and those of everything decided after it. On a shared store a
     /// stored batch is told to the others first, and a refused one is decided again.
     func writeFinished(_ result: Result<UserVersions?, any Error>) async {
-        let batch = journal.committingChanges
+        let batch = writes.journal.committingChanges
         switch result {
         case .success(let moved):
             if busIsShared, batch.contains(where: \.concernsOtherRelays) {
-                if let moved { versions?.merge(moved) { max($0, $1) } }
+                if let moved { writes.versionsMoved(moved) }
                 cluster.noticeNeeded = true
                 cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
                 // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
                 await publishConfirmedNotice()
             }
-            let released = journal.committed(moving: moved)
+            let released = writes.journal.committed(moving: moved)
             startWrite()
             for waiter in released { await waiter.release(self) }
             // Another relay's commit that came after this one's may be waiting for it.
@@ -181,7 +179,7 @@ extension Relay {
         case .failure(let behind as StoreCacheBehind):
             await writeRefused(behind)
         case .failure(let error):
-            let (waiters, lost) = journal.failed()
+            let (waiters, lost) = writes.journal.failed()
             writeFailed(error, lost: lost)
             let failure = RelayError.storage("\(error)")
             for waiter in waiters { await waiter.fail(self, failure) }
@@ -196,7 +194,7 @@ extension Relay {
     /// it is read back from the store; then every waiter of the batch and of what was decided after it is
     /// refused: a request is decided again on the fresh state (`decideAgain`), in the order they were decided.
     func writeRefused(_ behind: StoreCacheBehind) async {
-        let (waiters, _) = journal.failed()
+        let (waiters, _) = writes.journal.failed()
         logger.debug("write refused: another relay wrote about the same user first", metadata: ["refusal": "\(behind)"])
         // As after a failed write: what the refused decisions noted in memory only (a friend request's
         // notice, which would hold back the event of the same request decided again) starts afresh.
@@ -242,14 +240,10 @@ extension Relay {
     /// within one storage timeout, not two. Until then the state counts as unstored (`stateIsStored`): no
     /// decision on it is stored or heard of, but for alarm operations, which are spooled (`Relay+Spool`).
     func writeFailed(_ error: any Error, lost changes: [StoreChange]) {
-        writeFailures += 1
-        lastWriteError = "\(error)"
         logger.error("storage write failed; reading the state back from storage",
                      metadata: ["error": "\(error)", "changes": "\(changes.count)"])
         // Already marked unstored: its read-backs keep their own pace (`readBackInterval`).
-        if !unstored {
-            unstored = true
-            lastReadBack = .min / 2
+        if writes.writeFailed(error) {
             // The read-back, right after this operation (also when no request comes: timers wait for it).
             submit(.fireDue(then: nil))
         }

@@ -60,35 +60,17 @@ public actor Relay {
     var cluster: ClusterLink
     /// Which connection signed in with which token, so that revoking a token closes them (`afterCommand`).
     var signedInTokens = SignedInTokens()
-    /// Tokens this command revoked.
-    var revokedTokens: [String] = []
-    /// The request being decided again after its write was refused (`decideAgain`), while it is.
-    var redecision: Redecision?
-    /// Decisions in flight on a shared store (`recordingRemovals`): the owners of what they remove are kept
-    /// until none is.
-    var decisionsInFlight = 0
-    /// Each user's write version as the cache holds it (`RelayStore.applyChecked`): as loaded, moved on by every
-    /// commit applied since (this relay's own, `persist`, and the others', `Relay+Deltas`). Nil when the store
-    /// keeps none (a relay alone). Kept beside the state, not in it: a version only moves on with a commit, and a
-    /// decision does not touch every user's version.
-    var versions: UserVersions?
+    /// The write path's state: the journal, whether memory holds what the store may lack, failures and
+    /// read-backs, revoked tokens, last-seen times, the cache's write versions, decisions in flight
+    /// (`WritePath`). Changed only through its transitions.
+    var writes = WritePath<WriteWaiter>()
+    /// Each user's write version as the cache holds it (`WritePath.versions`): as loaded, moved on by every
+    /// commit applied since (this relay's own, `writeFinished`, and the others', `Relay+Deltas`).
+    var versions: UserVersions? { writes.versions }
     private var timer: (any DispatchSourceTimer)?
     var timerDeadline: Int64?
-    /// Last-seen times not stored yet. They only tell friends when someone was last online, so they are
-    /// written together, within `lastSeenWriteDelay` or at `drain`, rather than one commit (one fsync) per
-    /// disconnect: after a network blip, thousands of those would queue ahead of the next alarm.
-    var unsavedLastSeen: [String: Int64] = [:]
-    /// Set when a write failed, until the state is read back from storage; see `reloadFromStore`.
-    var unstored = false
     /// Set by `close`: the store is about to close, nothing touches it any more.
     private var closed = false
-    /// What a relay alone decided and has not stored or made heard yet (`Relay+Writes`).
-    var journal = WriteJournal<WriteWaiter>()
-    /// How many writes failed so far, and the last failure (see `writesSettled`).
-    var writeFailures = 0
-    var lastWriteError = ""
-    /// When the cache was last read from storage (or a read was tried).
-    var lastReadBack: Int64 = 0
     /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
     /// an alarm then fails like any other write.
     let spool: (any AlarmSpool)?
@@ -159,7 +141,7 @@ public actor Relay {
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
-        self.versions = stored.versions
+        self.writes = WritePath(versions: stored.versions)
         self.usernameFailures = SlidingWindowLimit(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = SlidingWindowLimit(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = SlidingWindowLimit(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
@@ -393,9 +375,9 @@ public actor Relay {
         case .decideAgain(let again):
             guard await stateIsStored() else { return again.done(.failure(Self.storageUnavailable)) }
             await catchUpBeforeRequest(for: again.auth.username)
-            redecision = again
+            writes.decidingAgain(WritePath.Attempt(attempts: again.attempts, since: again.since))
             await serveSignedIn(again.request, auth: again.auth, peer: again.peer, sink: again.sink, done: again.done)
-            redecision = nil
+            writes.decidedAgain()
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
@@ -426,7 +408,10 @@ public actor Relay {
             continuation.resume()
         case .close(let continuation):
             let now = clock()
-            for username in presence.localUsers() where !ShareLink.isViewerKey(username) { unsavedLastSeen[username] = now }
+            for username in presence.localUsers() where !ShareLink.isViewerKey(username) {
+                // Written just below: nothing to schedule.
+                _ = writes.lastSeen(username, at: now)
+            }
             await saveLastSeen()
             // The last batches reach the store before it closes.
             try? await writesSettled()
