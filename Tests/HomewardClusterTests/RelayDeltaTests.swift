@@ -201,7 +201,7 @@ final class RelayDeltaTests: XCTestCase {
         let pair = try await pair()
         let (bob, _) = try await pair.connectToOther("bob")
         let (carol, carolAuth) = try await pair.harness.connect("carol")
-        let node = await pair.harness.relay.node
+        let node = pair.harness.relay.node
         pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
         await pair.forwardNotices()
 
@@ -231,7 +231,7 @@ final class RelayDeltaTests: XCTestCase {
         let pair = try await pair()
         let (bob, _) = try await pair.connectToOther("bob")
         let (carol, carolAuth) = try await pair.harness.connect("carol")
-        let node = await pair.harness.relay.node
+        let node = pair.harness.relay.node
         pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
         await pair.forwardNotices()
 
