@@ -1,8 +1,9 @@
 import HomewardProtocol
 
 /// What each change writes, once for both stores: the SQLite store binds these statements with GRDB, the
-/// PostgreSQL store numbers their placeholders and binds them with postgres-nio. A new change is one case
-/// here (and one in `RelayState.apply`, its meaning in a cache); the compiler finds both.
+/// PostgreSQL store runs them through `homeward_write`, each placeholder a typed read of the statement's JSON
+/// parameter (`PostgresBatch`). A new change is one case here, and one in each other exhaustive switch over
+/// `StoreChange` (`RelayState.apply`, `RelayState.writeScope`, the bus codec's two); the compiler finds them.
 extension StoreChange {
     /// The statements that store this change, to be run in order in the caller's transaction. `now` is the
     /// time a recipient's first seen acknowledgement is stored with (`Alarm.storedRecipients`).

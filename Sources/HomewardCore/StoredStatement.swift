@@ -5,7 +5,7 @@ import Foundation
 ///
 /// The SQL uses only what both dialects mean the same way: `INSERT ... ON CONFLICT (...) DO NOTHING` /
 /// `DO UPDATE SET c = excluded.c`, multi-row `VALUES`, `UPDATE`, `DELETE` with subqueries. It contains no
-/// `?` other than the placeholders (PostgreSQL numbers them: `$1`, `$2`...).
+/// `?` other than the placeholders (PostgreSQL replaces each with a typed read of its argument: `PostgresBatch`).
 public struct StoredStatement: Sendable, Equatable {
     public let sql: String
     public let arguments: [StoredValue]
@@ -15,8 +15,8 @@ public struct StoredStatement: Sendable, Equatable {
         self.arguments = arguments
     }
 
-    /// Arguments per statement at most, below both stores' limits (SQLite's default is 32766, PostgreSQL's
-    /// 65535), so that rows of any number go in few statements (one round trip each on PostgreSQL).
+    /// Arguments per statement at most, below SQLite's limit (32766 by default), so that rows of any number go
+    /// in few statements. (PostgreSQL takes a statement's arguments as one JSON parameter, with no such limit.)
     static let argumentLimit = 10_000
 
     /// `rows` into `table` in as few statements as fit `argumentLimit` (none when there are no rows);

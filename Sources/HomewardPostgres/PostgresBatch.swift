@@ -1,5 +1,6 @@
 import Foundation
 import HomewardCore
+import PostgresNIO
 
 /// The statements of one write, sent to PostgreSQL in one call (`homeward_write`, see `PostgresSchema`) rather
 /// than one round trip each: a relay's batch costs one round trip to a distant server however many statements
@@ -20,6 +21,25 @@ struct PostgresBatch: Sendable {
     var isEmpty: Bool { statements.isEmpty }
 
     mutating func append(_ statement: StoredStatement) {
+        let rendered = PostgresStatement(statement)
+        statements.append(rendered.sql)
+        arguments.append(rendered.argumentsJSON)
+    }
+
+    /// The arguments of every statement as one JSON array of arrays, the function's `arguments` parameter.
+    var argumentsJSON: String { "[" + arguments.joined(separator: ",") + "]" }
+}
+
+/// A shared statement as PostgreSQL runs it: each `?` replaced by the typed read of its argument from the
+/// statement's one JSON parameter (`StoredValue.postgresRead`), and the arguments as that JSON array. In a batch
+/// the parameter is what `homeward_write` hands each statement; a statement run as a query of its own
+/// (`PostgresQuery(stored:)`) binds it.
+struct PostgresStatement: Sendable {
+    let sql: String
+    let argumentsJSON: String
+
+    /// `parameter` is the expression of the JSON parameter in the SQL.
+    init(_ statement: StoredStatement, parameter: String = "$1") {
         var sql = ""
         sql.reserveCapacity(statement.sql.utf8.count + statement.arguments.count * 16)
         var json = "["
@@ -28,32 +48,44 @@ struct PostgresBatch: Sendable {
             guard character == "?" else { sql.append(character); continue }
             precondition(index < statement.arguments.count, "a stored statement binds one argument per placeholder")
             let argument = statement.arguments[index]
-            sql += argument.postgresRead(index)
+            sql += argument.postgresRead(index, from: parameter)
             if index > 0 { json += "," }
             argument.appendJSON(to: &json)
             index += 1
         }
         precondition(index == statement.arguments.count, "a stored statement binds one argument per placeholder")
-        statements.append(sql)
-        arguments.append(json + "]")
+        self.sql = sql
+        argumentsJSON = json + "]"
     }
+}
 
-    /// The arguments of every statement as one JSON array of arrays, the function's `arguments` parameter.
-    var argumentsJSON: String { "[" + arguments.joined(separator: ",") + "]" }
+extension PostgresQuery {
+    /// A shared statement as a query of its own (the outbox's): its arguments bound as the one JSON parameter
+    /// its reads take them from, as in a batch.
+    init(stored statement: StoredStatement) {
+        guard !statement.arguments.isEmpty else {
+            self.init(unsafeSQL: statement.sql)
+            return
+        }
+        let rendered = PostgresStatement(statement, parameter: "$1::jsonb")
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(rendered.argumentsJSON)
+        self.init(unsafeSQL: rendered.sql, binds: bindings)
+    }
 }
 
 extension StoredValue {
     /// The one place a stored value becomes PostgreSQL's: the expression that reads argument `index` of the
-    /// statement's JSON parameter with the column's type. Free text and bytes travel as base64 and become
+    /// statement's JSON parameter (`parameter`) with the column's type. Free text and bytes travel as base64 and become
     /// BYTEA (TEXT cannot hold NUL, nor can JSON text PostgreSQL parses); NULL is written as NULL, untyped, so
     /// that the server takes the column's type.
-    func postgresRead(_ index: Int) -> String {
+    func postgresRead(_ index: Int, from parameter: String = "$1") -> String {
         switch self {
-        case .text: "($1->>\(index))"
-        case .freeText, .bytes: "decode($1->>\(index), 'base64')"
-        case .int: "($1->>\(index))::int8"
-        case .double: "($1->>\(index))::float8"
-        case .bool: "($1->>\(index))::boolean"
+        case .text: "(\(parameter)->>\(index))"
+        case .freeText, .bytes: "decode(\(parameter)->>\(index), 'base64')"
+        case .int: "(\(parameter)->>\(index))::int8"
+        case .double: "(\(parameter)->>\(index))::float8"
+        case .bool: "(\(parameter)->>\(index))::boolean"
         case .null: "NULL"
         }
     }

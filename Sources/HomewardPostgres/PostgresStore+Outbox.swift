@@ -74,26 +74,3 @@ extension PostgresStore: PushOutboxStore {
         }
     }
 }
-
-extension PostgresQuery {
-    /// A shared statement as a query of its own: each `?` (the statement has no other) numbered `$1`, `$2`...
-    /// and its value bound as this store keeps it (free text as BYTEA).
-    init(stored statement: StoredStatement) {
-        let parts = statement.sql.split(separator: "?", omittingEmptySubsequences: false)
-        precondition(parts.count == statement.arguments.count + 1, "a stored statement binds one argument per placeholder")
-        let sql = parts.enumerated().map { $0.offset == 0 ? String($0.element) : "$\($0.offset)" + $0.element }.joined()
-        var bindings = PostgresBindings()
-        for value in statement.arguments {
-            switch value {
-            case .text(let text): bindings.append(text)
-            case .freeText(let text): bindings.append(ByteBuffer(bytes: Array(text.utf8)))
-            case .int(let int): bindings.append(int)
-            case .double(let double): bindings.append(double)
-            case .bool(let bool): bindings.append(bool)
-            case .bytes(let bytes): bindings.append(ByteBuffer(bytes: bytes))
-            case .null: bindings.appendNull()
-            }
-        }
-        self.init(unsafeSQL: sql, binds: bindings)
-    }
-}

@@ -193,21 +193,26 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(caches.applied, caches.reloaded)
     }
 
+    /// Carol, on relay A, sends bob, on the other relay (which has heard A's heartbeat), a friend request; A
+    /// commits it and its notice is lost (taken off A's bus, returned here), as when A dies before it publishes.
+    private func friendRequestWhoseNoticeIsLost() async throws -> (Pair, RecordingSink, [ChangeNotice]) {
+        let pair = try await pair()
+        let (bob, _) = try await pair.connectToOther("bob")
+        let (carol, carolAuth) = try await pair.harness.connect("carol")
+        pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: pair.harness.relay.node, epoch: "e", seq: 0)))
+        await pair.forwardNotices()
+        _ = try await pair.harness.ok(.friendRequest(username: "bob"), as: carolAuth, sink: carol)
+        let lost = pair.aBus.notices
+        pair.aBus.clear()
+        return (pair, bob, lost)
+    }
+
     /// Relay A commits carol's friend request and dies before its notice goes out: the other relay hears
     /// nothing but A's silence. Once A misses its heartbeat, the other relay reads the store and sends bob, who is
     /// connected to it, the request he would otherwise see only at his next sign-in; the notice coming late after
     /// all (A was only slow) shows it no second time.
     func testARelaySilentAfterACommitWhoseNoticeIsLostStillReachesItsRecipients() async throws {
-        let pair = try await pair()
-        let (bob, _) = try await pair.connectToOther("bob")
-        let (carol, carolAuth) = try await pair.harness.connect("carol")
-        let node = pair.harness.relay.node
-        pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
-        await pair.forwardNotices()
-
-        _ = try await pair.harness.ok(.friendRequest(username: "bob"), as: carolAuth, sink: carol)
-        let lost = pair.aBus.notices
-        pair.aBus.clear()
+        let (pair, bob, lost) = try await friendRequestWhoseNoticeIsLost()
         XCTAssertFalse(lost.isEmpty)
         XCTAssertEqual(bob.events("friend.request").count, 0, "nothing reached the other relay")
 
@@ -228,16 +233,7 @@ final class RelayDeltaTests: XCTestCase {
     /// timer shards before it finds A silent. Taking them reads the store, and bob, connected to it, gets the
     /// request then: the read does not take it in unseen, leaving the catch-up after A's silence nothing to send.
     func testTakingTheTimerShardsOfARelayThatDiedAfterACommitSendsWhatItsNoticeWouldHave() async throws {
-        let pair = try await pair()
-        let (bob, _) = try await pair.connectToOther("bob")
-        let (carol, carolAuth) = try await pair.harness.connect("carol")
-        let node = pair.harness.relay.node
-        pair.other.remotePresence(.heartbeat(PresenceHeartbeat(node: node, epoch: "e", seq: 0)))
-        await pair.forwardNotices()
-
-        _ = try await pair.harness.ok(.friendRequest(username: "bob"), as: carolAuth, sink: carol)
-        let lost = pair.aBus.notices
-        pair.aBus.clear()
+        let (pair, bob, lost) = try await friendRequestWhoseNoticeIsLost()
         XCTAssertEqual(bob.events("friend.request").count, 0, "nothing reached the other relay")
 
         await pair.other.setTimerShards(.all)

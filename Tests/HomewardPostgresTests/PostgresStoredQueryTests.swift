@@ -3,16 +3,19 @@ import HomewardCore
 import PostgresNIO
 import Testing
 
-/// A shared statement run as a query of its own (`PostgresQuery(stored:)`, the outbox's): each `?` becomes
-/// the next numbered parameter, and every argument is bound, never written into the SQL.
+/// A shared statement run as a query of its own (`PostgresQuery(stored:)`, the outbox's): its arguments are bound
+/// as one JSON parameter that each `?`'s typed read takes its value from, as in a batch; never written into the SQL.
 struct PostgresStoredQueryTests {
-    @Test func placeholdersAreNumberedInOrderAndEveryArgumentIsBound() {
+    @Test func placeholdersReadTheirArgumentsInOrderFromTheOneBoundParameter() {
         let hostile = "x' OR '1'='1"
         let query = PostgresQuery(stored: StoredStatement(
             "UPDATE push_outbox SET next_attempt_at = ?, attempts = ?, claimed_until = NULL WHERE id = ? AND topic = ?",
             [.int(7), .int(2), .text(hostile), .null]))
-        #expect(query.sql == "UPDATE push_outbox SET next_attempt_at = $1, attempts = $2, claimed_until = NULL WHERE id = $3 AND topic = $4")
-        #expect(query.binds.count == 4)
+        #expect(query.sql == """
+            UPDATE push_outbox SET next_attempt_at = ($1::jsonb->>0)::int8, attempts = ($1::jsonb->>1)::int8, \
+            claimed_until = NULL WHERE id = ($1::jsonb->>2) AND topic = NULL
+            """)
+        #expect(query.binds.count == 1)
         #expect(!query.sql.contains(hostile))
     }
 
