@@ -12,10 +12,14 @@ package func firstMatchingLine<T: Sendable>(of handle: FileHandle, log: ProcessL
     let thread = Thread {
         var pending = Data()
         var found = false
+        var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            pending.append(data)
+            // `read` itself, not `FileHandle.availableData`: that traps on an error, and a read interrupted
+            // by a signal (EINTR, e.g. while the test process reaps a child) is one to retry, not a crash.
+            let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            pending.append(contentsOf: buffer[0..<count])
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                 pending.removeSubrange(pending.startIndex...newline)
