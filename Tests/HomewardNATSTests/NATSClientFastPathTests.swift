@@ -14,15 +14,8 @@ final class NATSClientFastPathTests: XCTestCase {
         return server
     }
 
-    private static let fastReconnect: NATSClientConfiguration = {
-        var configuration = NATSClientConfiguration(name: "homeward-tests")
-        configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(20), maximumDelay: .milliseconds(200), jitter: 0)
-        configuration.connectTimeout = .seconds(2)
-        return configuration
-    }()
-
     private func connect(_ server: NATSServerProcess) async throws -> NATSClient {
-        let client = try await NATSClient.connect(urls: [server.url], configuration: Self.fastReconnect)
+        let client = try await NATSClient.connect(urls: [server.url], configuration: .fastReconnect)
         addTeardownBlock { await client.close() }
         return client
     }
