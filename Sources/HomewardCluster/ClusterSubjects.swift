@@ -20,8 +20,15 @@ enum ClusterSubjects {
 
     /// The walker named by the last token of `subject`.
     static func walker(in subject: String) -> String {
-        String(subject.split(separator: ".").last ?? "").replacingOccurrences(of: "~", with: ".")
+        replacing(UInt8(ascii: "~"), with: UInt8(ascii: "."), in: String(subject.split(separator: ".").last ?? ""))
     }
 
-    private static func token(_ walker: String) -> String { walker.replacingOccurrences(of: ".", with: "~") }
+    private static func token(_ walker: String) -> String { replacing(UInt8(ascii: "."), with: UInt8(ascii: "~"), in: walker) }
+
+    /// `text` with every `old` byte (ASCII) made `new`. Byte by byte: a subject is built for every position a
+    /// walker sends, and Foundation's `replacingOccurrences` costs a few NSString copies each time.
+    private static func replacing(_ old: UInt8, with new: UInt8, in text: String) -> String {
+        guard text.utf8.contains(old) else { return text }
+        return String(decoding: text.utf8.map { $0 == old ? new : $0 }, as: UTF8.self)
+    }
 }

@@ -8,10 +8,12 @@ import Synchronization
 /// The relay's bus on nats-server (`--bus nats://...`): see `RelayBus` for what goes over it, and
 /// `ClusterSubjects` for where.
 ///
-/// One `NATSClient` (one TCP connection, its own event loop) per relay, with `echo` off so the relay
-/// never hears its own messages. Positions are published without waiting from the walker's event loop
-/// (`publishDetached`: in order per thread, never suspending); everything a relay hears is handed to its
-/// `BusReceiver` from one task per subscription, which keeps each subject's order.
+/// One `NATSClient` (one TCP connection, on one of the relay's event loops) per relay, with `echo` off so
+/// the relay never hears its own messages. Positions are published without waiting from the walker's event
+/// loop (`publishDetached`: in order per thread, never suspending, one write for all published meanwhile),
+/// and positions heard are handed to the `BusReceiver` on the client's loop as they are read (a handler
+/// per walker subscription: no task between the socket and the observers' loops); everything else a relay
+/// hears is handed over from one task per subscription, which keeps each subject's order.
 public final class NATSBus: RelayBus {
     private let client: NATSClient
     private let node: String
@@ -52,9 +54,13 @@ public final class NATSBus: RelayBus {
         (snapshotRequests, snapshotRequestInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     }
 
-    /// Connects to the first server that answers (then fails over through `servers` in turn).
+    /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
+    /// `eventLoopGroup` (the NATS client's default group when nil). A relay gives its own, so that positions
+    /// heard go from the socket to the observers' loops with no thread between (that loop's fan-out batches
+    /// them, as it does for positions of its own walkers).
     /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small).
     public static func connect(servers: [NATSServerAddress], node: String, logger: Logger,
+                               eventLoopGroup: (any EventLoopGroup)? = nil,
                                changeBufferLimit: Int = 65_536) async throws -> NATSBus {
         var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
         configuration.echo = false
@@ -62,7 +68,12 @@ public final class NATSBus: RelayBus {
         configuration.maxReconnectAttempts = nil
         // Positions resume within about a second of the server coming back.
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
-        let client = try await NATSClient.connect(urls: servers.map(\.url), configuration: configuration, logger: logger)
+        let urls = servers.map(\.url)
+        let client = if let eventLoopGroup {
+            try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        } else {
+            try await NATSClient.connect(urls: urls, configuration: configuration, logger: logger)
+        }
         return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit)
     }
 
@@ -249,9 +260,9 @@ public final class NATSBus: RelayBus {
     }
 
     /// Sends the outbox in order; subscribes to the walkers this relay's connections receive, one
-    /// subscription and one task each.
+    /// subscription each, whose positions go to `receiver` on the client's loop.
     private func send(delivering receiver: any BusReceiver) async {
-        var subscriptions: [String: (subscription: NATSSubscription, task: Task<Void, Never>)] = [:]
+        var subscriptions: [String: NATSHandlerSubscription] = [:]
         for await outgoing in outbox {
             let change: (adding: Set<String>, removing: Set<String>)
             let applied: CheckedContinuation<Void, Never>
@@ -271,28 +282,22 @@ public final class NATSBus: RelayBus {
                 applied = continuation
             }
             for walker in change.removing {
-                guard let subscribed = subscriptions.removeValue(forKey: walker) else { continue }
-                await subscribed.subscription.unsubscribe()
-                subscribed.task.cancel()
+                await subscriptions.removeValue(forKey: walker)?.unsubscribe()
             }
             for walker in change.adding where subscriptions[walker] == nil {
                 do {
-                    // A receiver that falls behind keeps the newest positions (as a slow connection does).
-                    let subscription = try await client.subscribe(subject: ClusterSubjects.positions(of: walker),
-                                                                  bufferLimit: 1024, overflow: .dropOldest)
+                    // On the client's loop, as each is read: the observers' connections hold what they cannot
+                    // take yet (a slow one keeps the newest positions), so nothing is buffered here.
                     let logger = self.logger
-                    let task = Task {
-                        for await message in subscription {
-                            do {
-                                let (restriction, text) = try ClusterCodec.decodePosition(message.payload)
-                                receiver.remotePosition(EncodedMessage(jsonText: text, type: "pos", positionFrom: walker), of: walker,
-                                                        restriction: restriction)
-                            } catch {
-                                logger.error("ignored a position", metadata: ["walker": "\(walker)", "error": "\(error)"])
-                            }
+                    subscriptions[walker] = try await client.subscribe(subject: ClusterSubjects.positions(of: walker)) { message in
+                        do {
+                            let (restriction, text) = try ClusterCodec.decodePosition(message.payload)
+                            receiver.remotePosition(EncodedMessage(jsonText: text, type: "pos", positionFrom: walker), of: walker,
+                                                    restriction: restriction)
+                        } catch {
+                            logger.error("ignored a position", metadata: ["walker": "\(walker)", "error": "\(error)"])
                         }
                     }
-                    subscriptions[walker] = (subscription, task)
                 } catch {
                     logger.error("could not subscribe to a walker's positions", metadata: ["walker": "\(walker)", "error": "\(error)"])
                 }
@@ -301,7 +306,7 @@ public final class NATSBus: RelayBus {
             if !change.adding.isEmpty { try? await client.flush(timeout: .seconds(1)) }
             applied.resume()
         }
-        for subscribed in subscriptions.values { subscribed.task.cancel() }
+        for subscription in subscriptions.values { await subscription.unsubscribe() }
     }
 }
 

@@ -16,7 +16,8 @@ extension Relay: BusReceiver {
     /// A position of `walker` from another relay, to this relay's connections that receive it, pauses
     /// ignored, less whom the walker's relay's `restriction` hides: that relay applied every pause the walker
     /// made there, while this relay's cache may not have a pause yet, or still have one that just ended.
-    /// Runs on the bus's thread; one lock (the walker's shard), the message encoded by the walker's relay.
+    /// Runs on the bus's event loop (the server gives the bus one of the relay's, so `send` batches per loop
+    /// as for a local walker); one lock (the walker's shard), the message encoded by the walker's relay.
     public nonisolated func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
         for sink in presence.deliverRemote(message, of: walker, restriction: restriction) { sink.send(message) }
     }
@@ -26,7 +27,7 @@ extension Relay: BusReceiver {
         submitRefresh(notice)
     }
 
-    /// Runs on the bus's thread, without waiting for the actor: the presence table has the walker's pauses
+    /// Runs on the bus's task, without waiting for the actor: the presence table has the walker's pauses
     /// as of their last change here (`syncPresence`, before the reply to the pause).
     public nonisolated func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? {
         presence.lastPositionAnswer(of: walker, for: askers)

@@ -24,6 +24,15 @@ public final class NATSClient: Sendable {
     private let requestNumbers = Atomic<UInt64>(0)
     private let droppedPublishCount = NATSCounter()
     private let reconnectCount: NATSCounter
+    /// What `publishDetached` handed over that the client's loop has not written yet, and whether a task that
+    /// writes it is on its way there.
+    private let detached = Mutex<(waiting: [DetachedPublish], writeScheduled: Bool)>(([], false))
+
+    /// One message of `publishDetached`.
+    struct DetachedPublish: Sendable {
+        var subject: String
+        var payload: ByteBuffer
+    }
 
     private init(eventLoop: any EventLoop, core: NIOLoopBound<NATSClientCore>, events: AsyncStream<NATSClientEvent>,
                  configuration: NATSClientConfiguration, reconnects: NATSCounter) {
@@ -60,25 +69,43 @@ public final class NATSClient: Sendable {
         try NATSSubject.validate(subject, wildcards: false)
         if let replyTo { try NATSSubject.validate(replyTo, wildcards: false) }
         let core = self.core
-        try await eventLoop.submit { try core.value.publish(subject: subject, replyTo: replyTo, payload: payload) }.get()
+        _ = try await eventLoop.submit { try core.value.publish(subject: subject, replyTo: replyTo, payload: payload) }.get()
     }
 
     /// Publishes without waiting, for callers on an event loop that must not suspend (a relay's position
     /// path): the message is handed to the client's loop, and messages from one thread keep their order.
     /// What cannot be sent (a bad subject, a full reconnect buffer, a payload over `max_payload`) is
     /// dropped and counted in `droppedPublishes`.
+    ///
+    /// Messages handed over while the loop has not yet written the earlier ones go out with them: one task
+    /// on the loop and one `write(2)` for all (everything published during one turn of the client's loop
+    /// from that loop, and whatever other threads publish meanwhile), with no delay added.
     public func publishDetached(subject: String, payload: ByteBuffer) {
         do throws(NATSError) { try NATSSubject.validate(subject, wildcards: false) } catch {
             droppedPublishCount.increment()
             return
         }
-        let core = self.core
-        let dropped = self.droppedPublishCount
-        eventLoop.execute {
-            do { try core.value.publish(subject: subject, replyTo: nil, payload: payload) } catch {
-                dropped.increment()
-            }
+        let first = detached.withLock { detached in
+            detached.waiting.append(DetachedPublish(subject: subject, payload: payload))
+            guard !detached.writeScheduled else { return false }
+            detached.writeScheduled = true
+            return true
         }
+        // Otherwise the task scheduled before takes this message too: it has not taken the waiting ones yet.
+        guard first else { return }
+        eventLoop.execute { self.writeDetached() }
+    }
+
+    /// On the loop: publishes everything `publishDetached` handed over so far, in order, with one flush.
+    private func writeDetached() {
+        let messages = detached.withLock { detached in
+            detached.writeScheduled = false
+            var taken: [DetachedPublish] = []
+            swap(&taken, &detached.waiting)
+            return taken
+        }
+        let failed = core.value.publish(messages)
+        if failed > 0 { droppedPublishCount.add(failed) }
     }
 
     /// Messages `publishDetached` could not send.
@@ -102,6 +129,23 @@ public final class NATSClient: Sendable {
         }.get()
         return NATSSubscription(subject: subject, queueGroup: queueGroup, id: made.id, stream: made.stream, drops: made.drops,
                                 received: made.received, client: self)
+    }
+
+    /// Subscribes to `subject` like `subscribe(subject:queueGroup:bufferLimit:overflow:)`, but calls
+    /// `handler` with each message on the client's event loop as it is read: no buffer, no task between the
+    /// socket and the consumer. For consumers that only hand messages on without blocking (a relay's
+    /// positions, which go straight to its connections' event loops); the whole connection waits while
+    /// `handler` runs, and a consumer that falls behind slows the socket instead of dropping messages here.
+    /// The SUB is on its way when this returns; `flush()` waits until the server has it.
+    public func subscribe(subject: String, queueGroup: String? = nil,
+                          handler: @escaping @Sendable (NATSMessage) -> Void) async throws -> NATSHandlerSubscription {
+        try NATSSubject.validate(subject, wildcards: true)
+        if let queueGroup { try NATSSubject.validateQueueGroup(queueGroup) }
+        let core = self.core
+        let made = try await eventLoop.submit {
+            try core.value.subscribe(subject: subject, queueGroup: queueGroup, consumer: .handler(handler))
+        }.get()
+        return NATSHandlerSubscription(subject: subject, queueGroup: queueGroup, id: made.id, received: made.received, client: self)
     }
 
     func unsubscribe(id: UInt64, afterMessages max: Int?) async {
@@ -141,6 +185,12 @@ public final class NATSClient: Sendable {
             let core = self.core
             return (try? await eventLoop.submit { core.value.isConnected }.get()) ?? false
         }
+    }
+
+    /// How many times the client flushed its socket (one `write(2)` each), for tests.
+    func socketFlushCount() async -> Int {
+        let core = self.core
+        return (try? await eventLoop.submit { core.value.socketFlushes }.get()) ?? 0
     }
 
     /// The live subscriptions' ids (the request inbox included), for tests.

@@ -17,11 +17,22 @@ public enum NATSClientEvent: Sendable, Equatable {
 final class NATSClientCore {
     typealias ConnectionID = NATSConnectionStateMachine.ConnectionID
 
-    /// A subscriber's end of its `AsyncStream`, and the counts of what its buffer took and what it dropped when full.
+    /// Where a subscription's messages go, and the counts of what it took and (a stream's full buffer) dropped.
     struct Subscriber {
-        let continuation: AsyncStream<NATSMessage>.Continuation
+        enum Consumer {
+            /// Buffered for a task iterating `NATSSubscription`.
+            case stream(AsyncStream<NATSMessage>.Continuation)
+            /// Called on this loop as each message is read (`NATSHandlerSubscription`).
+            case handler(@Sendable (NATSMessage) -> Void)
+        }
+        let consumer: Consumer
         let drops: NATSCounter
         let received: NATSCounter
+
+        /// No more messages come: a stream's iteration ends once it has taken the buffered ones.
+        func finish() {
+            if case .stream(let continuation) = consumer { continuation.finish() }
+        }
     }
 
     private struct PendingRequest {
@@ -53,6 +64,8 @@ final class NATSClientCore {
     private let inboxPrefix: String
     private var inboxSubscription: UInt64?
     private var requests: [Substring: PendingRequest] = [:]
+    /// How many times the socket was flushed (each flush is one `write(2)` of what was written before it), for tests.
+    private(set) var socketFlushes = 0
 
     /// Must be created on `eventLoop`: it is wrapped in a `NIOLoopBound` right away.
     init(eventLoop: any EventLoop, servers: [NATSServerAddress], configuration: NATSClientConfiguration, logger: Logger,
@@ -196,7 +209,7 @@ final class NATSClientCore {
                 }
             }
             for frame in buffered { channel.write(frame, promise: nil) }
-            channel.flush()
+            flushSocket()
             logger.info("NATS connected", metadata: ["server": "\(servers[server])", "resubscribed": "\(resubscribe.count)",
                                                      "buffered": "\(buffered.count)"])
             if isReconnect {
@@ -222,13 +235,19 @@ final class NATSClientCore {
             return
         }
         guard let subscriber = subscribers[message.subscriptionID] else { return }
-        switch subscriber.continuation.yield(message) {
-        case .dropped: subscriber.drops.increment()
-        case .enqueued: subscriber.received.increment()
-        case .terminated: break
-        @unknown default: break
+        switch subscriber.consumer {
+        case .stream(let continuation):
+            switch continuation.yield(message) {
+            case .dropped: subscriber.drops.increment()
+            case .enqueued: subscriber.received.increment()
+            case .terminated: break
+            @unknown default: break
+            }
+        case .handler(let handle):
+            subscriber.received.increment()
+            handle(message)
         }
-        if last { subscribers.removeValue(forKey: message.subscriptionID)?.continuation.finish() }
+        if last { subscribers.removeValue(forKey: message.subscriptionID)?.finish() }
     }
 
     // MARK: Timers
@@ -249,17 +268,45 @@ final class NATSClientCore {
 
     private func write(_ command: NATSClientCommand, flush: Bool = true) {
         guard let channel else { return }
-        let buffer = command.encoded(allocator: channel.allocator)
-        if flush { channel.writeAndFlush(buffer, promise: nil) } else { channel.write(buffer, promise: nil) }
+        channel.write(command.encoded(allocator: channel.allocator), promise: nil)
+        if flush { flushSocket() }
     }
 
-    func publish(subject: String, replyTo: String?, payload: ByteBuffer) throws(NATSError) {
+    private func flushSocket() {
+        guard let channel else { return }
+        socketFlushes += 1
+        channel.flush()
+    }
+
+    /// Writes a PUB (or buffers it while reconnecting); `flush: false` leaves it for the caller's next flush.
+    /// Returns whether it was written to the socket.
+    @discardableResult
+    func publish(subject: String, replyTo: String?, payload: ByteBuffer, flush: Bool = true) throws(NATSError) -> Bool {
         let frame = NATSClientCommand.publish(subject: subject, replyTo: replyTo, payload: payload).encoded(allocator: channel?.allocator ?? ByteBufferAllocator())
         switch machine.publish(frame, payloadSize: payload.readableBytes) {
-        case .write: channel?.writeAndFlush(frame, promise: nil)
-        case .buffered: break
+        case .write:
+            channel?.write(frame, promise: nil)
+            if flush { flushSocket() }
+            return true
+        case .buffered: return false
         case .fail(let error): throw error
         }
+    }
+
+    /// Publishes `messages` in order with one flush for all of them: one `write(2)` where a flush per
+    /// message would make one each. Returns how many could not be sent (see `publish`).
+    func publish(_ messages: [NATSClient.DetachedPublish]) -> Int {
+        var failed = 0
+        var written = false
+        for message in messages {
+            do throws(NATSError) {
+                if try publish(subject: message.subject, replyTo: nil, payload: message.payload, flush: false) { written = true }
+            } catch {
+                failed += 1
+            }
+        }
+        if written { flushSocket() }
+        return failed
     }
 
     func flush(timeout: TimeAmount) -> EventLoopFuture<Void> {
@@ -285,14 +332,11 @@ final class NATSClientCore {
 
     func subscribe(subject: String, queueGroup: String?, bufferLimit: Int, overflow: NATSSubscription.Overflow)
         throws(NATSError) -> (id: UInt64, stream: AsyncStream<NATSMessage>, drops: NATSCounter, received: NATSCounter) {
-        nextSubscriptionID += 1
-        let id = nextSubscriptionID
-        if try machine.subscribe(.init(id: id, subject: subject, queueGroup: queueGroup)) {
-            write(.subscribe(subject: subject, queueGroup: queueGroup, subscriptionID: id))
-        }
         let policy: AsyncStream<NATSMessage>.Continuation.BufferingPolicy =
             overflow == .dropOldest ? .bufferingNewest(bufferLimit) : .bufferingOldest(bufferLimit)
         let (stream, continuation) = AsyncStream.makeStream(of: NATSMessage.self, bufferingPolicy: policy)
+        let subscriber = try subscribe(subject: subject, queueGroup: queueGroup, consumer: .stream(continuation))
+        let id = subscriber.id
         let bound = self.bound
         let loop = eventLoop
         continuation.onTermination = { termination in
@@ -300,16 +344,25 @@ final class NATSClientCore {
             guard case .cancelled = termination else { return }
             loop.execute { bound.value.unsubscribe(id: id, afterMessages: nil) }
         }
-        let drops = NATSCounter()
-        let received = NATSCounter()
-        subscribers[id] = Subscriber(continuation: continuation, drops: drops, received: received)
-        return (id, stream, drops, received)
+        return (id, stream, subscriber.drops, subscriber.received)
+    }
+
+    /// Records a subscription and sends its SUB (or leaves it for the next handshake).
+    func subscribe(subject: String, queueGroup: String?, consumer: Subscriber.Consumer) throws(NATSError) -> (id: UInt64, drops: NATSCounter, received: NATSCounter) {
+        nextSubscriptionID += 1
+        let id = nextSubscriptionID
+        if try machine.subscribe(.init(id: id, subject: subject, queueGroup: queueGroup)) {
+            write(.subscribe(subject: subject, queueGroup: queueGroup, subscriptionID: id))
+        }
+        let subscriber = Subscriber(consumer: consumer, drops: NATSCounter(), received: NATSCounter())
+        subscribers[id] = subscriber
+        return (id, subscriber.drops, subscriber.received)
     }
 
     func unsubscribe(id: UInt64, afterMessages max: Int?) {
         let action = machine.unsubscribe(id: id, afterMessages: max)
         if action.send { write(.unsubscribe(subscriptionID: id, maxMessages: action.finish ? nil : max)) }
-        if action.finish { subscribers.removeValue(forKey: id)?.continuation.finish() }
+        if action.finish { subscribers.removeValue(forKey: id)?.finish() }
     }
 
     /// `number` is unique per client (`NATSClient` counts), so that a cancellation can name the request.
@@ -369,7 +422,7 @@ final class NATSClientCore {
         _ = machine.removeAllSubscriptions()
         let ending = subscribers
         subscribers = [:]
-        for subscriber in ending.values { subscriber.continuation.finish() }
+        for subscriber in ending.values { subscriber.finish() }
         events.yield(.closed(error == .closed ? nil : error))
         events.finish()
     }

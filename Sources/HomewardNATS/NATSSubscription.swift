@@ -59,9 +59,37 @@ public final class NATSSubscription: AsyncSequence, Sendable {
     }
 }
 
+/// A subscription whose messages go to a handler on the client's event loop
+/// (`NATSClient.subscribe(subject:queueGroup:handler:)`).
+public final class NATSHandlerSubscription: Sendable {
+    public let subject: String
+    public let queueGroup: String?
+    /// The `sid` in SUB/UNSUB/MSG.
+    public let id: UInt64
+    private let received: NATSCounter
+    private let client: NATSClient
+
+    init(subject: String, queueGroup: String?, id: UInt64, received: NATSCounter, client: NATSClient) {
+        self.subject = subject
+        self.queueGroup = queueGroup
+        self.id = id
+        self.received = received
+        self.client = client
+    }
+
+    /// Messages handed to the handler so far.
+    public var receivedMessages: Int { received.value }
+
+    /// Stops the subscription: once this returns, the handler is not called again.
+    public func unsubscribe() async {
+        await client.unsubscribe(id: id, afterMessages: nil)
+    }
+}
+
 /// A count written on the client's event loop and read anywhere.
 final class NATSCounter: Sendable {
     private let count = Atomic<Int>(0)
     func increment() { count.add(1, ordering: .relaxed) }
+    func add(_ amount: Int) { count.add(amount, ordering: .relaxed) }
     var value: Int { count.load(ordering: .relaxed) }
 }

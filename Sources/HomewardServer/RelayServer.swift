@@ -94,9 +94,16 @@ public struct RelayServer: Sendable {
                                            privateKeyPath: tls.privateKey, logger: logger)
 
         let store = try await OpenedStore.open(config, logger: logger)
-        // The last step that can fail here, so nothing opened before it needs closing: the store's pool does
-        // not run yet (its service runs it).
-        let bus = try await openBus()
+        let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
+        // The last step that can fail here, so nothing opened before it but the event loops needs closing: the
+        // store's pool does not run yet (its service runs it).
+        let bus: any RelayBus
+        do {
+            bus = try await openBus(on: eventLoops)
+        } catch {
+            try? await eventLoops.shutdownGracefully()
+            throw error
+        }
 
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
@@ -105,7 +112,6 @@ public struct RelayServer: Sendable {
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
         let metrics = RelayMetrics(factory: factory)
-        let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
         // costs every idle connection about 0.7 KiB (task object, timer-heap entry, closure, promise).
         // Each connection is still pinged every ping interval and closed once idle for the idle timeout
@@ -151,11 +157,13 @@ public struct RelayServer: Sendable {
         return RelayServices(services: services, listening: listening, unauthenticated: unauthenticated, devCA: tls.devCA)
     }
 
-    /// The bus `--bus` names, connected; a nats-server that cannot be reached is a startup error.
-    private func openBus() async throws -> any RelayBus {
+    /// The bus `--bus` names, connected on one of the relay's event loops (positions from other relays reach
+    /// the observers' loops from there without a thread hop); a nats-server that cannot be reached is a
+    /// startup error.
+    private func openBus(on eventLoops: any EventLoopGroup) async throws -> any RelayBus {
         guard case .nats(let servers) = configuration.bus else { return LocalBus() }
         do {
-            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger)
+            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger, eventLoopGroup: eventLoops)
         } catch {
             throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
         }

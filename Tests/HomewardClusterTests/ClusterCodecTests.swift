@@ -115,5 +115,10 @@ struct ClusterCodecTests {
     @Test func walkerSubjectsAreOneTokenEach() {
         #expect(ClusterSubjects.positions(of: "ann.b-c_d") == "hw.pos.ann~b-c_d")
         #expect(ClusterSubjects.positions(of: "a..b") == "hw.pos.a~~b")
+        #expect(ClusterSubjects.positions(of: "ann") == "hw.pos.ann")
+        #expect(ClusterSubjects.positions(of: "zoë.å") == "hw.pos.zoë~å")
+        for walker in ["ann", "ann.b-c_d", "a..b", "zoë.å", ".x."] {
+            #expect(ClusterSubjects.walker(in: ClusterSubjects.lastPosition(of: walker)) == walker)
+        }
     }
 }

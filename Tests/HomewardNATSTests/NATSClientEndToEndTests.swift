@@ -11,15 +11,7 @@ final class NATSClientEndToEndTests: XCTestCase {
         return server
     }
 
-    /// Fast reconnects, so that a restart test takes a fraction of a second.
-    private static let fastReconnect: NATSClientConfiguration = {
-        var configuration = NATSClientConfiguration(name: "homeward-tests")
-        configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(20), maximumDelay: .milliseconds(200), jitter: 0)
-        configuration.connectTimeout = .seconds(2)
-        return configuration
-    }()
-
-    private func connect(_ urls: [String], configuration: NATSClientConfiguration = fastReconnect) async throws -> NATSClient {
+    private func connect(_ urls: [String], configuration: NATSClientConfiguration = .fastReconnect) async throws -> NATSClient {
         let client = try await NATSClient.connect(urls: urls, configuration: configuration)
         addTeardownBlock { await client.close() }
         return client
@@ -270,7 +262,7 @@ final class NATSClientEndToEndTests: XCTestCase {
 
     func testPublishesWhileDisconnectedFailOnceTheBufferIsFull() async throws {
         let server = try await startServer()
-        var configuration = Self.fastReconnect
+        var configuration = NATSClientConfiguration.fastReconnect
         configuration.reconnectBufferLimit = 100
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .seconds(30), maximumDelay: .seconds(30))
         let client = try await connect([server.url], configuration: configuration)
@@ -309,7 +301,7 @@ final class NATSClientEndToEndTests: XCTestCase {
     func testServerPingsAreAnsweredSoAnIdleConnectionStays() async throws {
         // The server pings an idle client every 200 ms and drops it when two PINGs go unanswered.
         let server = try await startServer(configuration: "ping_interval: \"200ms\"\nping_max: 2\n")
-        var configuration = Self.fastReconnect
+        var configuration = NATSClientConfiguration.fastReconnect
         configuration.pingInterval = .hours(1) // no pings of our own: those would count as traffic
         let client = try await connect([server.url], configuration: configuration)
         try await assertNoEvent(client, for: 1.2, "unanswered server PINGs would have dropped the connection within 0.7 s")
@@ -320,7 +312,7 @@ final class NATSClientEndToEndTests: XCTestCase {
 
     func testOurKeepalivePingsGetPongsAndAHealthyConnectionIsNotCalledStale() async throws {
         let server = try await startServer()
-        var configuration = Self.fastReconnect
+        var configuration = NATSClientConfiguration.fastReconnect
         configuration.pingInterval = .milliseconds(100)
         configuration.maxPingsOutstanding = 2 // PONGs not credited would make the third tick (0.3 s) drop the connection
         let client = try await connect([server.url], configuration: configuration)
@@ -356,7 +348,7 @@ final class NATSClientEndToEndTests: XCTestCase {
         let dead = try await startServer()
         dead.kill()
         do {
-            _ = try await NATSClient.connect(urls: [dead.url], configuration: Self.fastReconnect)
+            _ = try await NATSClient.connect(urls: [dead.url], configuration: NATSClientConfiguration.fastReconnect)
             XCTFail("connected to a stopped server")
         } catch NATSError.connectFailed(let reason) {
             XCTAssertTrue(reason.contains("127.0.0.1:\(dead.port)"), reason)
