@@ -213,9 +213,16 @@ extension Relay {
     }
 
     func audienceUpdates(owners: some Sequence<String>) -> [AudienceUpdate] {
+        Self.audienceUpdates(owners: owners, of: &state, shared: busIsShared)
+    }
+
+    /// Reads the state in place: each read of the actor's `state` from a closure copied the whole value
+    /// (a retain and a release of every collection in it), six times per owner, and another relay's every
+    /// commit asks this for the owners it touches. `inout` holds one access for all of them; nothing is changed.
+    private static func audienceUpdates(owners: some Sequence<String>, of state: inout RelayState, shared: Bool) -> [AudienceUpdate] {
         owners.map { owner in
             AudienceUpdate(owner: owner, audience: state.audience(of: owner),
-                           reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil,
+                           reach: shared ? state.audience(of: owner, ignoringPauses: true) : nil,
                            mayBeReceived: state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner),
                            destination: state.destination(of: owner), trailSession: state.sessionByOwner[owner])
         }
