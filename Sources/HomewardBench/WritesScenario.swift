@@ -38,6 +38,9 @@ public struct WritesResult: Sendable {
     /// Statements that reached PostgreSQL through the delay proxy while the reads ran (nil without PostgreSQL).
     public var statementsDuringReads: Int?
     public var statementsDuringWrites: Int?
+    /// CPU time per acknowledged write while the writes ran, microseconds, for each process that took part
+    /// (`WritesScenario.processes`): where a write's cost goes when the cores, not the store, limit the rate.
+    public var cpuPerWrite: [(name: String, micros: Double)] = []
 
     public var writesPerSecond: Double { Double(acknowledged) / max(seconds, 0.001) }
     public var readsPerSecond: Double { Double(reads) / max(readSeconds, 0.001) }
@@ -48,7 +51,8 @@ public struct WritesResult: Sendable {
          "perClientMinimum": perClientMinimum, "perClientMedian": perClientMedian, "starvedClients": starved,
          "reads": reads, "readsPerSecond": readsPerSecond.rounded(), "readLatency": readLatency.json, "readErrors": readErrors,
          "postgresStatementsDuringReads": statementsDuringReads ?? NSNull(),
-         "postgresStatementsDuringWrites": statementsDuringWrites ?? NSNull()]
+         "postgresStatementsDuringWrites": statementsDuringWrites ?? NSNull(),
+         "cpuMicrosPerWrite": Dictionary(cpuPerWrite.map { ($0.name, $0.micros) }) { a, _ in a }]
     }
 }
 
@@ -129,17 +133,25 @@ public enum WritesScenario {
         try await Task.sleep(for: .milliseconds(500))
 
         let statementsBefore = proxy?.statements
+        let processes = Self.processes(of: driver)
+        let cpuBefore = processes.map { CPUSample(pids: $0.pids()) }
         let (tallies, writeSeconds) = await measure(writers.count, seconds: config.seconds, timeout: config.requestTimeout) { index in
             let writer = writers[index]
             let request = writer.next()
             return (request, { reply in writer.took(request, reply: reply) })
         } link: { writers[$0].link }
         let statementsAfterWrites = proxy?.statements
+        let cpuAfter = processes.map { CPUSample(pids: $0.pids()) }
         // What is in flight when the time is up is not counted, but must be answered before reads start.
         try await Task.sleep(for: .milliseconds(200))
 
         var result = summarise(driver.name, tallies, seconds: writeSeconds)
         result.statementsDuringWrites = difference(statementsBefore, statementsAfterWrites)
+        result.cpuPerWrite = processes.indices.map { index in
+            (processes[index].name, cpuAfter[index].seconds(since: cpuBefore[index]) * 1e6 / Double(max(1, result.acknowledged)))
+        }
+        log("\(driver.name): CPU per acknowledged write (us): "
+            + result.cpuPerWrite.map { String(format: "%@ %.1f", $0.name, $0.micros) }.joined(separator: "; "))
         log("\(driver.name): \(result.acknowledged) writes acknowledged in \(String(format: "%.1f", writeSeconds)) s = "
             + "\(Int(result.writesPerSecond))/s, p50 \(result.latency.p50) ms p99 \(result.latency.p99) ms, errors \(result.errors), "
             + "per client min \(result.perClientMinimum) median \(result.perClientMedian)")
@@ -160,6 +172,35 @@ public enum WritesScenario {
                 + "p99 \(summary.latency.p99) ms, PostgreSQL statements meanwhile \(result.statementsDuringReads.map(String.init) ?? "n/a")")
         }
         return result
+    }
+
+    /// The processes whose CPU a write costs: each relay, the cluster's nats-server and PostgreSQL (with its
+    /// backends, found anew at each sample), and this tool (the load generator, and the PostgreSQL proxy).
+    static func processes(of driver: HomewardDriver) -> [(name: String, pids: @Sendable () -> [Int32])] {
+        let relays = driver.nodes.enumerated().map { index, node in
+            let pid = node.process.pid
+            return (name: driver.nodes.count == 1 ? "relay" : "relay n\(index + 1)", pids: { @Sendable () -> [Int32] in pid.map { [$0] } ?? [] })
+        }
+        let helpers = driver.helpers.map { helper in
+            (name: helper.name, pids: { @Sendable () -> [Int32] in SystemInfo.withChildren(helper.pid) })
+        }
+        let me = getpid()
+        return relays + helpers + [(name: "load generator and proxy", pids: { @Sendable () -> [Int32] in [me] })]
+    }
+
+    /// CPU seconds used so far by each of a group's processes.
+    struct CPUSample {
+        var byPID: [Int32: Double] = [:]
+
+        init(pids: [Int32]) {
+            for pid in pids { byPID[pid] = SystemInfo.cpuSeconds(pid) }
+        }
+
+        /// What the group used since `earlier`: a process that appeared since counts from nothing, one that ended
+        /// since is left out (its last figures are gone with it).
+        func seconds(since earlier: CPUSample) -> Double {
+            byPID.reduce(0) { total, entry in total + max(0, entry.value - (earlier.byPID[entry.key] ?? 0)) }
+        }
     }
 
     static func difference(_ before: Int?, _ after: Int?) -> Int? {
@@ -239,6 +280,18 @@ extension WritesResult {
                 + " | \(errors.isEmpty ? "none" : errors) | \(result.perClientMinimum) / \(result.perClientMedian) | \(result.starved) | "
                 + "\(Int(result.readsPerSecond.rounded())) | " + String(format: "%.1f", result.readLatency.p99)
                 + " | \(per(result.statementsDuringWrites, result.acknowledged)) | \(per(result.statementsDuringReads, result.reads)) |")
+        }
+        let withCPU = results.filter { !$0.cpuPerWrite.isEmpty }
+        if !withCPU.isEmpty {
+            lines += ["", "CPU time per acknowledged write while the writes ran (µs), per process:", "",
+                      "| configuration | process | µs per write |", "|---|---|---:|"]
+            for result in withCPU {
+                for process in result.cpuPerWrite {
+                    lines.append("| \(WritesResult.label(result.broker)) | \(process.name) | " + String(format: "%.1f", process.micros) + " |")
+                }
+                let total = result.cpuPerWrite.reduce(0) { $0 + $1.micros }
+                lines.append("| \(WritesResult.label(result.broker)) | **all** | " + String(format: "%.1f", total) + " |")
+            }
         }
         return lines.joined(separator: "\n") + "\n"
     }

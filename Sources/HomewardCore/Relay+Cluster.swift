@@ -100,8 +100,8 @@ extension Relay: BusReceiver {
     /// Right after a commit the others must know of (`persist`), before anything of it leaves this relay (a
     /// reply, an event): the notice so far is published and nats-server confirms it (a PING round trip after
     /// it). So a client that hears of the commit here and at once asks another relay finds that relay's
-    /// barrier behind this notice (`catchUpBeforeRequest`). Events decided with the commit go out after it,
-    /// in the command's next notice (`afterCommand`). A bus that cannot confirm (lost) holds nothing up:
+    /// barrier behind this notice (`catchUpBeforeRequest`). The events of the batch's operations ride in it
+    /// (`writeFinished` puts them there first, `announceEvents`). A bus that cannot confirm (lost) holds nothing up:
     /// the notice goes with the reconnect, and the others ask the store meanwhile or reload on their own
     /// reconnect.
     func publishConfirmedNotice() async {

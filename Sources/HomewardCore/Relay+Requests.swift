@@ -18,11 +18,20 @@ extension Relay {
                 try await decideAndStore(request, auth: auth, sink: sink)
             }
             let audience = audienceUpdates(owners: decided.outcome.audienceChanged)
-            let answer: @Sendable (isolated Relay, Outcome) async -> Void = { relay, outcome in
+            // Once stored, before any reply of the batch: audiences, and the events in the notice that tells the
+            // other relays of the commit (`writeFinished`).
+            let prepare: @Sendable (isolated Relay) -> Void = { relay in
+                relay.applyAudience(audience)
+                relay.announceEvents(decided.outcome)
+            }
+            let answer: @Sendable (isolated Relay, Outcome, Bool) async -> Void = { relay, outcome, prepared in
                 if decided.authChange == .signedOut { relay.detach(auth.username, sink) }
                 // Audiences change before the reply so that a position sent right after an ok
                 // already reaches the new observer.
-                relay.applyAudience(audience)
+                if !prepared {
+                    relay.applyAudience(audience)
+                    relay.announceEvents(outcome)
+                }
                 await relay.syncInterest()
                 done(.success(RelayReply(relay.replyAfterAudience(outcome), auth: decided.authChange)))
                 relay.deliverEvents(outcome)
@@ -32,17 +41,17 @@ extension Relay {
             }
             switch decided.write {
             case .persisted:
-                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { _, error in done(.failure(error)) },
-                                 orRefused: refused)
+                await whenStored({ relay in await answer(relay, decided.outcome, true) }, preparing: prepare,
+                                 orElse: { _, error in done(.failure(error)) }, orRefused: refused)
             case .staged(let ifLost):
                 // Alarm spool: when its batch fails, the alarm operation is spooled and heard unstored (`Relay+Spool`).
-                await whenStored({ relay in await answer(relay, decided.outcome) }, orElse: { relay, error in
+                await whenStored({ relay in await answer(relay, decided.outcome, true) }, preparing: prepare, orElse: { relay, error in
                     do throws(RelayError) { try await relay.spoolAndSend(ifLost) } catch { return done(.failure(error)) }
-                    await answer(relay, ifLost.outcome)
+                    await answer(relay, ifLost.outcome, false)
                 }, orRefused: refused)
             case .spooled:
                 // Alarm spool: the store is down; spooled, it is heard now, marked `"stored": false`.
-                await answer(self, decided.outcome)
+                await answer(self, decided.outcome, false)
             }
         } catch {
             // A refusal is an answer like any other: in turn, after what was decided before is stored (it may
@@ -155,15 +164,20 @@ extension Relay {
         if !pushes.isEmpty { await whenStored { relay in relay.push.outboxChanged() } }
     }
 
-    /// Sends an outcome's events, each encoded once for all its recipients; audience changes must
-    /// already be applied.
+    /// Puts an outcome's events, and the share-link viewers it ends, in the notice to the other relays. For a
+    /// stored outcome this runs before any reply of its batch, so the notice that tells of the commit carries
+    /// them (`writeFinished`): the other relays apply the commit and deliver its events from one message.
+    func announceEvents(_ outcome: Outcome) {
+        guard busIsShared else { return }
+        addToNotice(outcome.events)
+        cluster.outgoing.closeViewers += outcome.closeViewers
+    }
+
+    /// Sends an outcome's events to this relay's connections, each encoded once for all its recipients;
+    /// audience changes must already be applied, and the events announced to the other relays (`announceEvents`).
     private func deliverEvents(_ outcome: Outcome) {
         for (message, recipients) in outcome.encodedEvents() {
             for username in recipients { deliver(message, to: username) }
-        }
-        if busIsShared {
-            addToNotice(outcome.events)
-            cluster.outgoing.closeViewers += outcome.closeViewers
         }
         if cluster.backlogShown != nil {
             // The bus is lost: what users hear meanwhile is not "missed" when it is back (see `busBack`).
@@ -213,9 +227,16 @@ extension Relay {
     }
 
     func audienceUpdates(owners: some Sequence<String>) -> [AudienceUpdate] {
+        Self.audienceUpdates(owners: owners, of: &state, shared: busIsShared)
+    }
+
+    /// Reads the state in place: each read of the actor's `state` from a closure copied the whole value
+    /// (a retain and a release of every collection in it), six times per owner, and another relay's every
+    /// commit asks this for the owners it touches. `inout` holds one access for all of them; nothing is changed.
+    private static func audienceUpdates(owners: some Sequence<String>, of state: inout RelayState, shared: Bool) -> [AudienceUpdate] {
         owners.map { owner in
             AudienceUpdate(owner: owner, audience: state.audience(of: owner),
-                           reach: busIsShared ? state.audience(of: owner, ignoringPauses: true) : nil,
+                           reach: shared ? state.audience(of: owner, ignoringPauses: true) : nil,
                            mayBeReceived: state.mayBeReceived(owner), restriction: state.positionRestriction(of: owner),
                            destination: state.destination(of: owner), trailSession: state.sessionByOwner[owner])
         }
@@ -250,8 +271,10 @@ extension Relay {
             guard !outcome.changes.isEmpty || !outcome.events.isEmpty else { return }
             let audience = audienceUpdates(owners: outcome.audienceChanged)
             await whenStored({ relay in
-                relay.applyAudience(audience)
                 relay.deliverEvents(outcome)
+            }, preparing: { relay in
+                relay.applyAudience(audience)
+                relay.announceEvents(outcome)
             }, orElse: { relay, error in
                 relay.logger.error("could not store scheduled work", metadata: ["error": "\(error)"])
             })

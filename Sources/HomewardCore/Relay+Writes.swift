@@ -24,8 +24,11 @@ extension Relay {
     /// What waits for the journal: `release` once everything decided before it is stored, `fail` when
     /// a write it waits for failed (an alarm operation's spools and delivers instead, `Relay+Spool`),
     /// `refused` when another relay wrote first (a request is decided again; by default it fails). All run
-    /// on the relay, in the order they were decided.
+    /// on the relay, in the order they were decided. `prepare`, when given, runs once the write is stored,
+    /// for every waiter of the batch before any `release`: what changes no connection yet (audiences, the
+    /// events put in the notice that tells the other relays of the commit).
     struct WriteWaiter: Sendable {
+        var prepare: (@Sendable (isolated Relay) -> Void)?
         let release: @Sendable (isolated Relay) async -> Void
         let fail: @Sendable (isolated Relay, RelayError) async -> Void
         var refused: (@Sendable (isolated Relay) async -> Void)?
@@ -60,9 +63,13 @@ extension Relay {
     /// state holds a failed write (`WritePath.unstored`), nothing is waiting: a decision then changed nothing
     /// (the write of one that does is refused, `persist`), or it is an alarm operation, spooled.
     func whenStored(_ release: @escaping @Sendable (isolated Relay) async -> Void,
+                    preparing prepare: (@Sendable (isolated Relay) -> Void)? = nil,
                     orElse fail: @escaping @Sendable (isolated Relay, RelayError) async -> Void = { _, _ in },
                     orRefused refused: (@Sendable (isolated Relay) async -> Void)? = nil) async {
-        if let now = writes.journal.whenStored(WriteWaiter(release: release, fail: fail, refused: refused)) { await now.release(self) }
+        let waiter = WriteWaiter(prepare: prepare, release: release, fail: fail, refused: refused)
+        guard let now = writes.journal.whenStored(waiter) else { return }
+        now.prepare?(self)
+        await now.release(self)
     }
 
     /// Answers a request with `error` once everything decided before it is stored, so that a connection's
@@ -164,14 +171,21 @@ extension Relay {
         let batch = writes.journal.committingChanges
         switch result {
         case .success(let moved):
-            if busIsShared, batch.contains(where: \.concernsOtherRelays) {
-                if let moved { writes.versionsMoved(moved) }
+            let told = busIsShared && batch.contains(where: \.concernsOtherRelays)
+            if told, let moved { writes.versionsMoved(moved) }
+            let released = writes.journal.committed(moving: moved)
+            // Audiences, and the events for the notice, before anything is sent: one notice tells the others of
+            // the commit and of what it makes heard.
+            for waiter in released { waiter.prepare?(self) }
+            if told {
                 cluster.noticeNeeded = true
                 cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
+                // The walkers connections here now receive from other relays are subscribed to before those
+                // relays hear of it (the outbox keeps that order), as the replies below would have done.
+                await syncInterest()
                 // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
                 await publishConfirmedNotice()
             }
-            let released = writes.journal.committed(moving: moved)
             startWrite()
             for waiter in released { await waiter.release(self) }
             // Another relay's commit that came after this one's may be waiting for it.

@@ -555,7 +555,7 @@ public actor Relay {
     /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
     func armTimer() {
         // A relay fires only the timers of its shards; it keeps the others' deadlines in its cache.
-        let next = timerShards.isEmpty ? nil : state.nextDeadline(in: timerShards)
+        let next = timerShards.isEmpty ? nil : Self.nextDeadline(of: &state, in: timerShards)
         guard next != timerDeadline else { return }
         timerDeadline = next
         timer?.cancel()
@@ -567,6 +567,11 @@ public actor Relay {
         source.setEventHandler { [weak self] in self?.submit(.fireDue(then: nil)) }
         source.resume()
         timer = source
+    }
+
+    /// Read in place, as `audienceUpdates` reads: asked after every operation, it copied the whole state each time.
+    private static func nextDeadline(of state: inout RelayState, in shards: TimerShards) -> Int64? {
+        state.nextDeadline(in: shards)
     }
 
     func deliver(_ message: EncodedMessage, to username: String) {
