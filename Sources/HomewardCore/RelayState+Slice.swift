@@ -1,0 +1,120 @@
+/// Replacing one part of the cache: what it holds about some users, read back from the store as a slice
+/// (`RelayStore.loadSlice`), when only their part may be stale. It costs their rows, where a reload
+/// (`reloaded(from:)`) reads everyone's.
+///
+/// Why a slice is enough: every stored entity is written with its owner among the users a write concerns, and
+/// a relation between two users with both (`writeScope`). So when the writes a cache lacks (or holds and the
+/// store does not) all concern only users of `users`, whatever else the cache holds is as stored, and the
+/// store's rows about those users are the rest. `SliceTests` checks this against whole loads for every kind of
+/// change, on both stores.
+extension RelayState {
+    /// Drops every entry that concerns one of `users` (both sides of a relation: their friends lose them too; a
+    /// session, an alarm or a meeting point that names one of them, from every index), then indexes `slice`, as a
+    /// load does. What is not stored is kept as `reloaded(from:)` keeps it; friend request notices are kept less
+    /// those of pairs now friends after a remote change (`afterRemoteChange`), and otherwise less every pair
+    /// with one of `users` (a refused or failed decision about them may have noted one).
+    public mutating func replaceSlice(of users: Set<String>, with slice: StoredState, afterRemoteChange: Bool = false) {
+        // Dropping and indexing again is no decision's removal.
+        let recording = removedOwners
+        removedOwners = nil
+        let (sessionsDropped, alarmsDropped) = drop(users)
+        index(slice, of: users)
+        removedOwners = recording
+
+        for id in sessionsDropped where sessions[id] == nil { endedSessions.insert(id) }
+        for id in alarmsDropped where alarms[id] == nil { endedAlarms.insert(id) }
+        offlineOwners = offlineOwners.filter { sessionByOwner[$0.key] != nil }
+        var notices = requestNotices
+        if afterRemoteChange {
+            notices.filter { !areFriends($0, $1) }
+        } else {
+            notices.filter { !users.contains($0) && !users.contains($1) }
+        }
+        requestNotices = notices
+    }
+
+    /// Removes what concerns `users`; returns the ids of the sessions and alarms it removed.
+    private mutating func drop(_ users: Set<String>) -> (sessions: Set<String>, alarms: Set<String>) {
+        var droppedSessions = Set<String>(), droppedAlarms = Set<String>()
+        for user in users {
+            self.users[user] = nil
+            for friend in friends.removeValue(forKey: user) ?? [] { friends[friend]?.remove(user) }
+            // Requests to them: those they see, and those of users they blocked (kept on the sender's side only).
+            for from in (incoming.removeValue(forKey: user) ?? []).union(blocked[user] ?? []) { outgoing[from]?.remove(user) }
+            for to in outgoing.removeValue(forKey: user) ?? [] { incoming[to]?.remove(user) }
+            blocked[user] = nil
+            contacts[user] = nil
+            for hash in tokensByUser.removeValue(forKey: user) ?? [] { tokens[hash] = nil }
+            for id in pushByUser.removeValue(forKey: user) ?? [] { pushSubscriptions[id] = nil }
+            for id in (sessionByOwner[user].map { [$0] } ?? []) + (sessionsByInvitee[user] ?? []) {
+                droppedSessions.insert(id)
+                unindex(session: id)
+            }
+            for id in (alarmsByOwner[user] ?? []).union(alarmsByRecipient[user] ?? []) {
+                droppedAlarms.insert(id)
+                unindex(alarm: id)
+            }
+            for id in meetingsByUser[user] ?? [] { unindex(meeting: id) }
+            for id in messagesByRecipient[user] ?? [] { unindex(message: id) }
+            standing[user] = nil
+            pauses[user] = nil
+        }
+        // What no index finds by user: blocks of them, pauses from them, lists of standing shares that name them,
+        // messages they sent, the links of the sessions dropped.
+        for (blocker, list) in blocked where !list.isDisjoint(with: users) { blocked[blocker] = list.subtracting(users) }
+        for (owner, list) in pauses where list.keys.contains(where: users.contains) {
+            let kept = list.filter { !users.contains($0.key) }
+            pauses[owner] = kept.isEmpty ? nil : kept
+        }
+        for (owner, list) in standing where list.contains(where: users.contains) { standing[owner] = nil }
+        for (id, message) in messages where users.contains(message.from) { unindex(message: id) }
+        for (id, share) in shares where users.contains(share.owner) || droppedSessions.contains(share.sessionId) {
+            unindex(share: id)
+        }
+        return (droppedSessions, droppedAlarms)
+    }
+
+    /// Indexes the rows of `slice` (what concerns `users`) as `init(_ stored:)` indexes a whole load.
+    private mutating func index(_ slice: StoredState, of users: Set<String>) {
+        for user in slice.users { self.users[user.username] = user }
+        for (a, b) in slice.friendships { link(a, b) }
+        for (blocker, blockedUser) in slice.blocks { blocked[blocker, default: []].insert(blockedUser) }
+        for request in slice.friendRequests {
+            if !hasBlocked(request.to, request.from) { incoming[request.to, default: []].insert(request.from) }
+            outgoing[request.from, default: []].insert(request.to)
+        }
+        for token in slice.tokens { remember(token) }
+        for (owner, list) in slice.alarmContacts { contacts[owner] = list }
+        for session in slice.sessions {
+            unindex(session: session.id)
+            index(session)
+        }
+        for alarm in slice.alarms {
+            unindex(alarm: alarm.id)
+            index(alarm)
+        }
+        // An endpoint is one subscription's: another account's with an endpoint of theirs is gone from the store.
+        let endpoints = Set(slice.pushSubscriptions.map(\.endpoint))
+        for (id, other) in pushSubscriptions where endpoints.contains(other.endpoint) && !users.contains(other.username) {
+            unindex(push: id)
+        }
+        for subscription in slice.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
+            index(subscription)
+        }
+        // As at a load: a link of a session that is not active is not indexed.
+        for share in slice.shares where sessions[share.sessionId] != nil {
+            unindex(share: share.id)
+            index(share)
+        }
+        for (owner, list) in slice.standingShares where !list.isEmpty { standing[owner] = list }
+        for pause in slice.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
+        for meeting in slice.meetings {
+            unindex(meeting: meeting.id)
+            index(meeting)
+        }
+        for message in slice.messages {
+            unindex(message: message.id)
+            index(message)
+        }
+    }
+}
