@@ -33,6 +33,24 @@ extension RelayState {
         requestNotices = notices
     }
 
+    /// The users whose slices hold what `changes` store, in the state they were decided into: those the store's
+    /// check names (`writeScope`); those whose sign-in bookkeeping they record (a token's use, a last-seen time),
+    /// which no check names; and the owner of another subscription of an endpoint subscribed again, which the
+    /// store removes (the rules name it in a change of its own).
+    public func sliceScope(of changes: [StoreChange]) -> Set<String> {
+        var users = Set(writeScope(of: changes))
+        for change in changes {
+            switch change {
+            case let .useToken(hash, _): if let token = tokens[hash] { users.insert(token.username) }
+            case let .lastSeen(username, _): users.insert(username)
+            case let .savePushSubscription(subscription):
+                users.formUnion(pushSubscriptions.values.filter { $0.endpoint == subscription.endpoint }.map(\.username))
+            default: break
+            }
+        }
+        return users
+    }
+
     /// Removes what concerns `users`; returns the ids of the sessions and alarms it removed.
     private mutating func drop(_ users: Set<String>) -> (sessions: Set<String>, alarms: Set<String>) {
         var droppedSessions = Set<String>(), droppedAlarms = Set<String>()

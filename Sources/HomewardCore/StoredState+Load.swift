@@ -62,8 +62,8 @@ extension StoredState {
         }
 
         /// `sql` limited to the rows that concern the users of the list: a relation with either of its users
-        /// among them, a session, an alarm or a meeting point whole (and a session's links) when one of them owns
-        /// it or is invited to it, an owner's whole list of standing shares when one of them owns it or is on it.
+        /// among them, a session, an alarm or a meeting point whole (and an active session's links) when one of
+        /// them owns it or is invited to it, an owner's whole list of standing shares when one of them owns it or is on it.
         /// Relations go in a UNION, one SELECT per side, so that each side reads its own index.
         private var sliceSQL: String {
             let users = "(SELECT value FROM ?)"
@@ -117,7 +117,8 @@ extension StoredState {
                 FROM alarms WHERE ended_at IS NULL AND id IN \(alarms) ORDER BY created_at, id
                 """
             case .shares: return """
-                SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares WHERE session_id IN \(sessions)
+                SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares
+                WHERE session_id IN (SELECT id FROM sessions WHERE ended_at IS NULL AND id IN \(sessions))
                 ORDER BY created_at, id
                 """
             case .pushSubscriptions: return """
