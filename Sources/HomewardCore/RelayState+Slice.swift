@@ -23,7 +23,7 @@ extension RelayState {
 
         for id in sessionsDropped where sessions[id] == nil { endedSessions.insert(id) }
         for id in alarmsDropped where alarms[id] == nil { endedAlarms.insert(id) }
-        offlineOwners = offlineOwners.filter { sessionByOwner[$0.key] != nil }
+        for (owner, _) in offlineOwners.filter({ sessionByOwner[$0.key] == nil }) { offlineOwners[owner] = nil }
         var notices = requestNotices
         if afterRemoteChange {
             notices.filter { !areFriends($0, $1) }
@@ -77,17 +77,18 @@ extension RelayState {
             standing[user] = nil
             pauses[user] = nil
         }
-        // What no index finds by user: blocks of them, pauses from them, lists of standing shares that name them,
-        // messages they sent, the links of the sessions dropped.
-        for (blocker, list) in blocked where !list.isDisjoint(with: users) { blocked[blocker] = list.subtracting(users) }
-        for (owner, list) in pauses where list.keys.contains(where: users.contains) {
+        // What no index finds by user (each found first, then changed, so that no collection is copied while it is
+        // read): blocks of them, pauses from them, lists of standing shares that name them, messages they sent.
+        for (blocker, list) in blocked.filter({ !$0.value.isDisjoint(with: users) }) { blocked[blocker] = list.subtracting(users) }
+        for (owner, list) in pauses.filter({ $0.value.keys.contains(where: users.contains) }) {
             let kept = list.filter { !users.contains($0.key) }
             pauses[owner] = kept.isEmpty ? nil : kept
         }
-        for (owner, list) in standing where list.contains(where: users.contains) { standing[owner] = nil }
-        for (id, message) in messages where users.contains(message.from) { unindex(message: id) }
-        for (id, share) in shares where users.contains(share.owner) || droppedSessions.contains(share.sessionId) {
-            unindex(share: id)
+        for owner in standing.filter({ $0.value.contains(where: users.contains) }).keys { standing[owner] = nil }
+        for id in messages.filter({ users.contains($0.value.from) }).keys { unindex(message: id) }
+        // The links of the sessions dropped (a link's owner is its session's).
+        for session in droppedSessions {
+            for id in sharesBySession[session] ?? [] { unindex(share: id) }
         }
         return (droppedSessions, droppedAlarms)
     }
@@ -113,8 +114,10 @@ extension RelayState {
         }
         // An endpoint is one subscription's: another account's with an endpoint of theirs is gone from the store.
         let endpoints = Set(slice.pushSubscriptions.map(\.endpoint))
-        for (id, other) in pushSubscriptions where endpoints.contains(other.endpoint) && !users.contains(other.username) {
-            unindex(push: id)
+        if !endpoints.isEmpty {
+            for id in pushSubscriptions.filter({ endpoints.contains($0.value.endpoint) && !users.contains($0.value.username) }).keys {
+                unindex(push: id)
+            }
         }
         for subscription in slice.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
             index(subscription)
