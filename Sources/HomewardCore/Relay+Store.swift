@@ -102,11 +102,7 @@ extension Relay {
         writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
         cluster.sequencer.reloaded(at: versions)
         sliceReloads.increment()
-        syncPresence(owners: before.union(state.owners).union(state.pausedUsers))
-        alarmsPending.record(state.alarms.count)
-        timerDeadline = nil
-        armTimer()
-        closeConnectionsWithoutToken()
+        cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
         return true
     }
 
@@ -144,12 +140,19 @@ extension Relay {
             readBackAgainLater()
         }
         reloads.increment()
-        syncPresence(owners: before.union(state.owners).union(state.pausedUsers))
+        cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
+        return !writes.unstored
+    }
+
+    /// What derives from the cache, brought up to date once it was read back (whole or some users' part): the
+    /// presence table for `owners` (those who were or are owners or paused), the pending alarms, the timer, and the
+    /// connections whose token the store no longer has.
+    private func cacheReadBack(owners: Set<String>) {
+        syncPresence(owners: owners)
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()
         closeConnectionsWithoutToken()
-        return !writes.unstored
     }
 
     /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.
