@@ -233,7 +233,8 @@ let package = Package(
         ),
         // Doubles around the core's `Relay`: a relay over a real SQLite file with a clock the test moves
         // (`SafetyHarness`), a connection that records (`RecordingSink`), a store that fails on demand
-        // (`InstrumentedStore`), the cheap `PasswordHasher.forTests`, JSON helpers.
+        // (`InstrumentedStore`), the cheap `PasswordHasher.forTests`, JSON helpers, and `CacheSnapshot`, a cache's
+        // durable part as a comparable value (it reads the cache's indexes, which the core shows the package).
         .target(
             name: "HomewardCoreTestSupport",
             dependencies: [
@@ -269,8 +270,7 @@ let package = Package(
         ),
         // Relays that share a store and a bus: the bus's codec, the bus on a real nats-server, and the core's
         // `Relay` against a recorded bus (`RecordingBus`, `CountingStore`). The last import only
-        // HomewardCore, but `RelayDeltaTests` compares caches with `CacheDeltaTests`' `CacheSnapshot`, which
-        // reads the cache's internals (`@testable`), so they stay in one target with the bus they stand for.
+        // HomewardCore; they stay in one target with the bus they stand for.
         .testTarget(
             name: "HomewardClusterTests",
             dependencies: [

@@ -322,7 +322,8 @@ extension Relay: BusReceiver {
 
     /// When the store holds a write about `user` that this cache has not applied (another relay's commit whose
     /// notice is still on its way, or was lost with the bus), catches up: with the notices already received,
-    /// else by reloading. One small read (the user's version); a reload only when the cache really is behind.
+    /// else by reading back the slices of the users still behind. One small read (the user's version); a slice only
+    /// when the cache really is behind.
     /// While the store does not answer, it is asked at most once per `readBackInterval`: requests then go on
     /// with the cache (nothing can change in the store meanwhile) instead of each waiting for it.
     func catchUpWithStore(for user: String) async {
@@ -333,29 +334,35 @@ extension Relay: BusReceiver {
             cluster.versionsFailedAt = now
             return
         }
-        func cacheLacksAWrite() -> Bool {
-            guard let current, let cached = versions else { return false }
-            return current.contains { cached[$0.key, default: 0] < $0.value }
+        func usersBehind() -> Set<String> {
+            guard let current, let cached = versions else { return [] }
+            return Set(current.filter { cached[$0.key, default: 0] < $0.value }.keys)
         }
-        guard cacheLacksAWrite() else { return }
+        guard !usersBehind().isEmpty else { return }
         await handleRemoteNotices(takeRemoteNotices())
-        if cacheLacksAWrite() { await reloadFromStore(afterRemoteChange: true) }
+        let behind = usersBehind()
+        if !behind.isEmpty { await reloadSlices(of: behind, afterRemoteChange: true) }
     }
 
     /// A `hello` with a token this cache does not know may carry one another relay just issued. One it
     /// finds expired may have been used on another relay since: a use is stored at most once a minute and
-    /// tells no other relay (`StoreChange.concernsOtherRelays`), so only a reload shows it; at most one a
-    /// minute for this reason, so an old device retrying its expired token costs little.
+    /// tells no other relay (`StoreChange.concernsOtherRelays`), so only the store shows it; at most once a
+    /// minute for this reason, so an old device retrying its expired token costs little. Either way only the
+    /// token's user's part of the cache is read back (their slice).
     func refreshIfUnknown(tokenHash hash: String) async {
         guard busIsShared else { return }
-        if state.knowsToken(hash) {
+        let user: String
+        if let known = state.tokens[hash] {
             let now = clock()
             guard state.tokenIsExpired(hash, now: now, lifetime: limits.tokenLifetime),
                   now - writes.lastReadBack >= RelayState.tokenUseWriteInterval else { return }
+            writes.readingBack(at: now)
+            user = known.username
         } else {
-            guard (try? await store.username(forTokenHash: hash)) != nil else { return }
+            guard let owner = try? await store.username(forTokenHash: hash) else { return }
+            user = owner
         }
-        await reloadFromStore(afterRemoteChange: true)
+        await reloadSlices(of: [user], afterRemoteChange: true)
     }
 
     func takeTimerShards(_ shards: TimerShards, then continuation: CheckedContinuation<Void, Never>) async {

@@ -3,7 +3,7 @@ import HomewardProtocol
 import Logging
 
 /// The cache and the store: recording what a decision removes, reading the state back (after a failed write,
-/// another relay's change, or a bus outage) and catching up with held change notices.
+/// another relay's change, or a bus outage; or only some users' part of it) and catching up with held change notices.
 extension Relay {
     /// Runs `attempt` (decide on the cache and stage what it decided), recording who owned what it removes: a
     /// change that names an entity only by id (a session it ends) is given its users from there
@@ -78,6 +78,34 @@ extension Relay {
         return await reloaded(from: stored, generation: generation, afterRemoteChange: afterRemoteChange)
     }
 
+    /// Reads back only what the store holds about `users` (a slice, `RelayStore.loadSlice`) and puts it in place of
+    /// what the cache holds about them (`RelayState.replaceSlice`), with their versions: for when only their part of
+    /// the cache may differ from the store (a refused write's decisions about them, another relay's writes about
+    /// them), at the cost of their rows instead of everyone's. The rest follows as after a reload: the presence
+    /// table, the timer, connections whose token is gone. A whole reload instead when the state counts as
+    /// unstored, when the store keeps no versions (a relay alone: nothing names whose part is stale), or when the
+    /// slice cannot be read (the reload then marks the state unstored).
+    @discardableResult
+    func reloadSlices(of users: Set<String>, afterRemoteChange: Bool = false) async -> Bool {
+        try? await writesSettled()
+        guard !users.isEmpty, !writes.unstored, versions != nil else {
+            return await reloadFromStore(afterRemoteChange: afterRemoteChange)
+        }
+        let slice: StoredState
+        do {
+            slice = try await store.loadSlice(of: users)
+        } catch {
+            return await reloadFromStore(afterRemoteChange: afterRemoteChange)
+        }
+        let before = state.owners.union(state.pausedUsers)
+        state.replaceSlice(of: users, with: slice, afterRemoteChange: afterRemoteChange)
+        writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
+        cluster.sequencer.reloaded(at: versions)
+        sliceReloads.increment()
+        cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
+        return true
+    }
+
     /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).
     private nonisolated func load(within limit: Duration) async -> StoredState? {
         let first = FirstAnswer<StoredState?>()
@@ -112,12 +140,19 @@ extension Relay {
             readBackAgainLater()
         }
         reloads.increment()
-        syncPresence(owners: before.union(state.owners).union(state.pausedUsers))
+        cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
+        return !writes.unstored
+    }
+
+    /// What derives from the cache, brought up to date once it was read back (whole or some users' part): the
+    /// presence table for `owners` (those who were or are owners or paused), the pending alarms, the timer, and the
+    /// connections whose token the store no longer has.
+    private func cacheReadBack(owners: Set<String>) {
+        syncPresence(owners: owners)
         alarmsPending.record(state.alarms.count)
         timerDeadline = nil
         armTimer()
         closeConnectionsWithoutToken()
-        return !writes.unstored
     }
 
     /// After a failed read-back: tries again by itself, so that timers resume without waiting for a request.

@@ -205,14 +205,18 @@ extension Relay {
 
     /// Another relay wrote about a user of the batch since a decision in it saw that user: nothing of the batch
     /// was stored. The state holds its decisions and those on top of them, and lacks the other relay's write, so
-    /// it is read back from the store; then every waiter of the batch and of what was decided after it is
-    /// refused: a request is decided again on the fresh state (`decideAgain`), in the order they were decided.
+    /// the part of it those concern is read back from the store: the slices of every user the staged decisions
+    /// named (their scopes, and whose sign-in bookkeeping they record) and of those the refusal names; then every
+    /// waiter of the batch and of what was decided after it is refused: a request is decided again on the fresh
+    /// state (`decideAgain`), in the order they were decided.
     func writeRefused(_ behind: StoreCacheBehind) async {
-        let (waiters, _) = writes.journal.failed()
+        let staged = writes.journal.stagedUsers
+        let (waiters, lost) = writes.journal.failed()
         logger.debug("write refused: another relay wrote about the same user first", metadata: ["refusal": "\(behind)"])
-        // As after a failed write: what the refused decisions noted in memory only (a friend request's
-        // notice, which would hold back the event of the same request decided again) starts afresh.
-        await reloadFromStore()
+        // As after a failed write: what the refused decisions noted in memory only about those users (a friend
+        // request's notice, which would hold back the event of the same request decided again) starts afresh.
+        let users = staged.union(state.sliceScope(of: lost)).union(behind.expected.keys).union(behind.current.keys)
+        await reloadSlices(of: users)
         for waiter in waiters {
             if let refused = waiter.refused {
                 await refused(self)

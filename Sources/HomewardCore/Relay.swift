@@ -93,8 +93,10 @@ public actor Relay {
     let usersOnline: Gauge
     /// How many timer shards this relay fires.
     let timerShardsHeld: Gauge
-    /// How often the cache was read whole from the store, and how many other relays' commits it applied instead.
+    /// How often the cache was read whole from the store, how often only some users' part of it (`reloadSlices`),
+    /// and how many other relays' commits it applied instead.
     let reloads: Counter
+    let sliceReloads: Counter
     let appliedCommits: Counter
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
@@ -115,6 +117,7 @@ public actor Relay {
         usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
         timerShardsHeld = Gauge(label: "homeward_timer_shards_held", factory: metrics)
         reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
+        sliceReloads = Counter(label: "homeward_cache_slices_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store

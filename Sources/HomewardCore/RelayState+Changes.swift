@@ -150,7 +150,7 @@ extension RelayState {
         pushByUser[subscription.username] = ids
     }
 
-    private mutating func unindex(meeting id: String) {
+    mutating func unindex(meeting id: String) {
         guard let meeting = meetings.removeValue(forKey: id) else { return }
         noteRemoved(.meeting(id), meeting.owner)
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }

@@ -7,42 +7,42 @@ import HomewardProtocol
 /// anyone hears of them, so this type can be tested with nothing but values.
 public struct RelayState: Sendable {
     public internal(set) var users: [String: UserProfile] = [:]
-    var friends: [String: Set<String>] = [:]
+    package internal(set) var friends: [String: Set<String>] = [:]
     /// Pending friend requests, keyed by recipient and by requester.
-    var incoming: [String: Set<String>] = [:]
-    var outgoing: [String: Set<String>] = [:]
-    var contacts: [String: [String]] = [:]
+    package internal(set) var incoming: [String: Set<String>] = [:]
+    package internal(set) var outgoing: [String: Set<String>] = [:]
+    package internal(set) var contacts: [String: [String]] = [:]
     /// Who each user has blocked. A request from a blocked user is kept only on its sender's side
     /// (`outgoing`), so the sender sees what an ignored request looks like and the blocker sees nothing.
-    var blocked: [String: Set<String>] = [:]
+    package internal(set) var blocked: [String: Set<String>] = [:]
     /// Recent `user.search` requests per user (counted like failed logins: a sliding window).
     var searches = SlidingWindowLimit(limit: RelayState.searchesPerWindow, window: RelayState.searchWindow)
     /// Sign-in tokens by hash, and each user's.
-    var tokens: [String: IssuedToken] = [:]
-    var tokensByUser: [String: Set<String>] = [:]
+    package internal(set) var tokens: [String: IssuedToken] = [:]
+    package internal(set) var tokensByUser: [String: Set<String>] = [:]
     /// When each requester last made the relay push a `friend.request` event to each target.
     var requestNotices = FriendRequestNotices()
     public internal(set) var sessions: [String: FollowSession] = [:]
-    var sessionByOwner: [String: String] = [:]
-    var sessionsByInvitee: [String: Set<String>] = [:]
+    package internal(set) var sessionByOwner: [String: String] = [:]
+    package internal(set) var sessionsByInvitee: [String: Set<String>] = [:]
     public internal(set) var alarms: [String: Alarm] = [:]
-    var alarmsByOwner: [String: Set<String>] = [:]
-    var alarmsByRecipient: [String: Set<String>] = [:]
+    package internal(set) var alarmsByOwner: [String: Set<String>] = [:]
+    package internal(set) var alarmsByRecipient: [String: Set<String>] = [:]
     /// Web Push subscriptions by id, and each user's ids in the order they subscribed.
-    var pushSubscriptions: [String: PushSubscription] = [:]
-    var pushByUser: [String: [String]] = [:]
+    package internal(set) var pushSubscriptions: [String: PushSubscription] = [:]
+    package internal(set) var pushByUser: [String: [String]] = [:]
     /// Live share links by id, by their token's hash and by session.
-    var shares: [String: ShareLink] = [:]
-    var sharesByHash: [String: String] = [:]
-    var sharesBySession: [String: Set<String>] = [:]
+    package internal(set) var shares: [String: ShareLink] = [:]
+    package internal(set) var sharesByHash: [String: String] = [:]
+    package internal(set) var sharesBySession: [String: Set<String>] = [:]
     /// Friends' map: who receives each owner's positions at all times (in the order chosen), each owner's
     /// pauses by `LocationPause.key`, meeting points (by id, and by proposer and invitee), unread messages.
-    var standing: [String: [String]] = [:]
-    var pauses: [String: [String: LocationPause]] = [:]
-    var meetings: [String: MeetingPoint] = [:]
-    var meetingsByUser: [String: Set<String>] = [:]
-    var messages: [String: MessageInfo] = [:]
-    var messagesByRecipient: [String: Set<String>] = [:]
+    package internal(set) var standing: [String: [String]] = [:]
+    package internal(set) var pauses: [String: [String: LocationPause]] = [:]
+    package internal(set) var meetings: [String: MeetingPoint] = [:]
+    package internal(set) var meetingsByUser: [String: Set<String>] = [:]
+    package internal(set) var messages: [String: MessageInfo] = [:]
+    package internal(set) var messagesByRecipient: [String: Set<String>] = [:]
     /// Messages sent per user in the last minute (a sliding window, like searches).
     var messageSends = SlidingWindowLimit(limit: FriendsMapLimits.messagesPerMinute, window: FriendsMapLimits.messageWindow)
 
@@ -57,7 +57,7 @@ public struct RelayState: Sendable {
     var removedOwners: RemovedOwners?
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
-    var offlineOwners: [String: Int64] = [:]
+    package internal(set) var offlineOwners: [String: Int64] = [:]
 
     /// Makes identifiers for new sessions and alarms.
     var makeID: @Sendable (_ prefix: String) -> String

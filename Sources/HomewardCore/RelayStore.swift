@@ -8,6 +8,10 @@ import HomewardProtocol
 public protocol RelayStore: Sendable {
     /// Everything the relay keeps in memory, read at start-up and again after a failed write.
     func load() async throws -> StoredState
+    /// What the store holds about `users` (a slice, `StoredState.slice(of:)`: every row that concerns any of
+    /// them) and those users' write versions, read in one snapshot: what a cache replaces when only those users'
+    /// part of it may be stale (`RelayState.replaceSlice`), at the cost of their rows instead of everyone's.
+    func loadSlice(of users: Set<String>) async throws -> StoredState
     /// Applies the changes of one operation atomically; when this returns they are durable.
     /// When it throws, none of them is applied.
     func apply(_ changes: [StoreChange]) async throws
@@ -39,6 +43,11 @@ public protocol RelayStore: Sendable {
 
 extension RelayStore {
     public func versions(of users: [String]) async throws -> UserVersions? { nil }
+
+    /// A store that reads no slice of its own selects it from a whole load.
+    public func loadSlice(of users: Set<String>) async throws -> StoredState {
+        try await load().slice(of: users)
+    }
 
     /// `apply`: a store alone behind one relay checks nothing and keeps no versions.
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {

@@ -51,6 +51,98 @@ extension StoredState {
             case .messages: "SELECT id, sender, recipient, text, queued_at, delivered_at FROM messages ORDER BY queued_at, id"
             }
         }
+
+        /// The read's statement: every row (`users` nil, a whole load), or only the rows that concern any of
+        /// `users` (a slice, `RelayStore.loadSlice`), in the same columns and order. The list is one argument,
+        /// read as a table (`StoredValue.textList`) wherever the SQL says `(SELECT value FROM ?)`.
+        public func statement(concerning users: [String]?) -> StoredStatement {
+            guard let users else { return StoredStatement(sql, []) }
+            let sql = sliceSQL
+            return StoredStatement(sql, Array(repeating: .textList(users), count: sql.utf8.filter { $0 == UInt8(ascii: "?") }.count))
+        }
+
+        /// `sql` limited to the rows that concern the users of the list: a relation with either of its users
+        /// among them, a session, an alarm or a meeting point whole (and an active session's links) when one of
+        /// them owns it or is invited to it, an owner's whole list of standing shares when one of them owns it or is on it.
+        /// Relations go in a UNION, one SELECT per side, so that each side reads its own index.
+        private var sliceSQL: String {
+            let users = "(SELECT value FROM ?)"
+            let sessions = """
+                (SELECT id FROM sessions WHERE owner IN \(users) AND ended_at IS NULL
+                 UNION SELECT session_id FROM session_invitees WHERE username IN \(users))
+                """
+            let alarms = """
+                (SELECT id FROM alarms WHERE owner IN \(users) AND ended_at IS NULL
+                 UNION SELECT alarm_id FROM alarm_recipients WHERE username IN \(users))
+                """
+            let meetings = """
+                (SELECT id FROM meetings WHERE owner IN \(users) UNION SELECT meeting_id FROM meeting_invitees WHERE username IN \(users))
+                """
+            /// Both sides of a relation between two users, with `order`'s columns.
+            func either(_ columns: String, from table: String, _ a: String, _ b: String, order: String) -> String {
+                """
+                SELECT \(columns) FROM \(table) WHERE \(a) IN \(users)
+                UNION SELECT \(columns) FROM \(table) WHERE \(b) IN \(users)
+                ORDER BY \(order)
+                """
+            }
+            switch self {
+            case .users: return "SELECT username, name, last_seen FROM users WHERE username IN \(users) ORDER BY created_at, username"
+            case .tokens: return "SELECT hash, username, created_at, COALESCE(last_used, created_at) FROM tokens WHERE username IN \(users)"
+            case .friendships:
+                return either("user_a, user_b, created_at", from: "friendships", "user_a", "user_b", order: "created_at, user_a, user_b")
+            case .friendRequests:
+                return either("from_user, to_user, created_at", from: "friend_requests", "from_user", "to_user",
+                              order: "created_at, from_user, to_user")
+            case .blocks: return either("blocker, blocked", from: "blocks", "blocker", "blocked", order: "blocker, blocked")
+            case .alarmContacts: return "SELECT owner, contact FROM alarm_contacts WHERE owner IN \(users) ORDER BY owner, position"
+            case .sessions: return """
+                SELECT id, owner, note, started_at, check_in_by, dest_lat, dest_lon, dest_radius, expires_at, lost_since
+                FROM sessions WHERE ended_at IS NULL AND id IN \(sessions) ORDER BY started_at, id
+                """
+            case .sessionInvitees: return """
+                SELECT i.session_id, i.username, i.state FROM session_invitees i
+                JOIN sessions s ON s.id = i.session_id
+                WHERE s.ended_at IS NULL AND i.session_id IN \(sessions)
+                ORDER BY i.session_id, i.position
+                """
+            case .alarmRecipients: return """
+                SELECT r.alarm_id, r.username, r.delivered_at, r.ack_order FROM alarm_recipients r
+                JOIN alarms a ON a.id = r.alarm_id
+                WHERE a.ended_at IS NULL AND r.alarm_id IN \(alarms)
+                ORDER BY r.alarm_id, r.position
+                """
+            case .alarms: return """
+                SELECT id, owner, text, lat, lon, acc, alt, spd, hdg, batt, pos_ts, created_at, auto, repeats, next_repeat_at
+                FROM alarms WHERE ended_at IS NULL AND id IN \(alarms) ORDER BY created_at, id
+                """
+            case .shares: return """
+                SELECT id, session_id, owner, token_hash, created_at, expires_at FROM shares
+                WHERE session_id IN (SELECT id FROM sessions WHERE ended_at IS NULL AND id IN \(sessions))
+                ORDER BY created_at, id
+                """
+            case .pushSubscriptions: return """
+                SELECT id, username, endpoint, p256dh, auth, created_at, token_hash FROM push_subscriptions
+                WHERE username IN \(users) ORDER BY created_at, id
+                """
+            case .standingShares: return """
+                SELECT owner, friend FROM standing_shares
+                WHERE owner IN (SELECT value FROM ? UNION SELECT owner FROM standing_shares WHERE friend IN \(users))
+                ORDER BY owner, position
+                """
+            case .pauses: return either("owner, from_user, until", from: "location_pauses", "owner", "from_user", order: "owner, from_user")
+            case .meetingInvitees: return """
+                SELECT meeting_id, username, response, queued_at, delivered_at FROM meeting_invitees
+                WHERE meeting_id IN \(meetings) ORDER BY meeting_id, position
+                """
+            case .meetings: return """
+                SELECT id, owner, name, lat, lon, time, created_at FROM meetings WHERE id IN \(meetings) ORDER BY created_at, id
+                """
+            case .messages:
+                return either("id, sender, recipient, text, queued_at, delivered_at", from: "messages", "sender", "recipient",
+                              order: "queued_at, id")
+            }
+        }
     }
 
     /// Everything the relay keeps in memory, from the rows of each `Read` (`rows` runs one; the caller makes

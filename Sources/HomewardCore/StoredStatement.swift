@@ -35,7 +35,13 @@ public struct StoredStatement: Sendable, Equatable {
     /// Strings stored as TEXT that contain NUL: neither store can keep or compare them whole (SQLite reads
     /// C strings; PostgreSQL's TEXT refuses NUL), so a store refuses the batch that holds one.
     public var textWithNUL: String? {
-        for case .text(let text) in arguments where text.utf8.contains(0) { return text }
+        for argument in arguments {
+            switch argument {
+            case .text(let text) where text.utf8.contains(0): return text
+            case .textList(let list): if let text = list.first(where: { $0.utf8.contains(0) }) { return text }
+            default: continue
+            }
+        }
         return nil
     }
 }
@@ -71,6 +77,10 @@ public enum StoredValue: Sendable, Equatable {
     case bool(Bool)
     case bytes([UInt8])
     case null
+    /// Strings as TEXT, read as a table of one column, `value`: a read writes `(SELECT value FROM ?)` for it
+    /// (`StoredState.Read`: the users a slice concerns). SQLite reads it with `json_each`, PostgreSQL with
+    /// `jsonb_array_elements_text`, each from one JSON array bound once. For reads only; no write stores one.
+    case textList([String])
 
     public init(_ value: Int64?) { self = value.map(Self.int) ?? .null }
     public init(_ value: Double?) { self = value.map(Self.double) ?? .null }

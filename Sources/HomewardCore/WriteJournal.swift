@@ -45,6 +45,15 @@ struct WriteJournal<Waiter> {
     /// Whether a batch is with the store.
     var isCommitting: Bool { committing != nil }
 
+    /// The users every decision staged and not released concerns, as each named them with its bases (empty on a
+    /// relay alone): what a refusal of the batch being committed makes stale in the cache, with what was decided
+    /// on top of it.
+    var stagedUsers: Set<String> {
+        entries.reduce(into: []) { users, entry in
+            if case .changes(_, let bases) = entry { users.formUnion(bases.keys) }
+        }
+    }
+
     /// One decision's changes, committed atomically with the others of its batch.
     mutating func stage(_ changes: [StoreChange], bases: UserVersions = [:]) {
         guard !changes.isEmpty else { return }

@@ -89,6 +89,13 @@ struct WritePath<Waiter> {
         return unstored
     }
 
+    /// What the store holds about `users` was read back (a slice) at their `stored` versions (0 for one missing);
+    /// the other users' versions stay as they were.
+    mutating func sliceReadBack(of users: Set<String>, versions stored: UserVersions) {
+        guard versions != nil else { return }
+        for user in users { versions?[user] = stored[user, default: 0] }
+    }
+
     /// What the spool holds could not be stored after a read-back at `now`: memory counts as unstored again,
     /// and the next read-back is one interval away.
     mutating func spoolNotStored(at now: Int64) {

@@ -83,7 +83,7 @@ extension PostgresQuery {
 
 extension StoredValue {
     /// The one place a stored value becomes PostgreSQL's: the expression that reads argument `index` of the
-    /// statement's JSON parameter (`parameter`) with the column's type. Free text and bytes travel as base64 and become
+    /// statement's JSON parameter (`parameter`) with the column's type (a list: as the table it stands for). Free text and bytes travel as base64 and become
     /// BYTEA (TEXT cannot hold NUL, nor can JSON text PostgreSQL parses); NULL is written as NULL, untyped, so
     /// that the server takes the column's type.
     func postgresRead(_ index: Int, from parameter: String = "$1") -> String {
@@ -94,6 +94,8 @@ extension StoredValue {
         case .double: "(\(parameter)->>\(index))::float8"
         case .bool: "(\(parameter)->>\(index))::boolean"
         case .null: "NULL"
+        // A table of one column, `value`, as SQLite's `json_each` gives it.
+        case .textList: "jsonb_array_elements_text(\(parameter)->\(index))"
         }
     }
 
@@ -109,6 +111,13 @@ extension StoredValue {
         case let .double(value): Self.appendJSONString(Self.float8Text(value), to: &json)
         case let .bool(value): json += value ? "true" : "false"
         case .null: json += "null"
+        case let .textList(list):
+            json += "["
+            for (position, text) in list.enumerated() {
+                if position > 0 { json += "," }
+                Self.appendJSONString(text, to: &json)
+            }
+            json += "]"
         }
     }
 

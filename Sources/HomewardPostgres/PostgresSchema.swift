@@ -318,6 +318,17 @@ enum PostgresSchema {
             $function$
             """,
         ]),
+        // One user's part of the state is read through an index on each column that names them
+        // (`StoredState.Read.statement(concerning:)`, a relay's slice): the other side of blocks, standing shares
+        // and pauses, the proposer and invitees of meeting points, the sender of messages.
+        Migration(version: "v9-slice-indexes", statements: [
+            "CREATE INDEX blocks_by_blocked ON blocks(blocked)",
+            "CREATE INDEX standing_shares_by_friend ON standing_shares(friend)",
+            "CREATE INDEX location_pauses_by_from ON location_pauses(from_user)",
+            "CREATE INDEX meetings_by_owner ON meetings(owner)",
+            "CREATE INDEX meeting_invitees_by_username ON meeting_invitees(username)",
+            "CREATE INDEX messages_by_sender ON messages(sender)",
+        ]),
     ]
 
     /// Brings the database up to date in one transaction: either every missing migration is applied and

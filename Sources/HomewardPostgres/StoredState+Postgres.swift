@@ -7,10 +7,11 @@ extension StoredState {
     /// Reads everything the relay keeps in memory (`StoredState.Read`, the SQLite store's rows in the same
     /// order), inside the caller's transaction, which makes the reads consistent (`PostgresStore.load`:
     /// REPEATABLE READ, one snapshot).
-    init(db: PostgresConnection, logger: Logger) async throws {
+    /// With `users`, only what concerns them (a slice, `PostgresStore.loadSlice`).
+    init(db: PostgresConnection, concerning users: [String]? = nil, logger: Logger) async throws {
         var results: [Read: [PostgresRandomAccessRow]] = [:]
         for read in Read.allCases {
-            results[read] = try await db.query(PostgresQuery(unsafeSQL: read.sql), logger: logger).collect()
+            results[read] = try await db.query(PostgresQuery(stored: read.statement(concerning: users)), logger: logger).collect()
                 .map(PostgresRandomAccessRow.init)
         }
         try self.init(rows: { results[$0] ?? [] })

@@ -47,6 +47,12 @@ public final class SQLiteStore: RelayStore {
         try await writer.read { db in try StoredState(db: db) }
     }
 
+    public func loadSlice(of users: Set<String>) async throws -> StoredState {
+        // Bound as a C string, a name with NUL would be compared cut short (see ExactText): it is nobody's.
+        let names = users.filter(ExactText.isStorableKey).sorted()
+        return try await writer.read { db in try StoredState(db: db, concerning: names) }
+    }
+
     public func apply(_ changes: [StoreChange]) async throws {
         guard !changes.isEmpty else { return }
         try await writer.write { db in try Self.execute(changes, in: db) }

@@ -3,10 +3,10 @@ import GRDB
 import HomewardCore
 
 extension StoredState {
-    /// Reads everything the relay keeps in memory (`StoredState.Read`), inside the caller's read, which
-    /// makes the reads one snapshot.
-    init(db: Database) throws {
-        try self.init(rows: { try Row.fetchAll(db, sql: $0.sql) })
+    /// Reads everything the relay keeps in memory (`StoredState.Read`), or with `users` only what concerns them (a
+    /// slice), inside the caller's read, which makes the reads one snapshot.
+    init(db: Database, concerning users: [String]? = nil) throws {
+        try self.init(rows: { try $0.statement(concerning: users).fetchAll(in: db) })
     }
 }
 

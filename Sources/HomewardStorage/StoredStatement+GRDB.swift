@@ -1,16 +1,42 @@
 import Foundation
 import GRDB
 import HomewardCore
+import HomewardProtocol
 
 extension StoredStatement {
     /// Runs the statement in the caller's transaction.
     func execute(in db: Database) throws {
-        try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+        let (sql, arguments) = sqlite
+        try db.execute(sql: sql, arguments: arguments)
+    }
+
+    /// The rows of a read, in the caller's read.
+    func fetchAll(in db: Database) throws -> [Row] {
+        let (sql, arguments) = sqlite
+        return try Row.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    /// The statement as SQLite runs it: a list (`StoredValue.textList`) is read as a table with `json_each` of its
+    /// JSON text (whose column is `value`), every other placeholder bound as it is.
+    private var sqlite: (sql: String, arguments: StatementArguments) {
+        let values = arguments.map(\.databaseValue)
+        guard arguments.contains(where: { if case .textList = $0 { true } else { false } }) else {
+            return (sql, StatementArguments(values))
+        }
+        var rendered = ""
+        var index = 0
+        for character in sql {
+            guard character == "?" else { rendered.append(character); continue }
+            if case .textList = arguments[index] { rendered += "json_each(?)" } else { rendered += "?" }
+            index += 1
+        }
+        return (rendered, StatementArguments(values))
     }
 }
 
 extension StoredValue {
-    /// How SQLite stores the value: free text as a BLOB of its UTF-8 (`ExactText`), a Bool as 0 or 1.
+    /// How SQLite stores the value: free text as a BLOB of its UTF-8 (`ExactText`), a Bool as 0 or 1, a list as
+    /// the text of a JSON array.
     var databaseValue: DatabaseValue {
         switch self {
         case .text(let text): text.databaseValue
@@ -20,6 +46,7 @@ extension StoredValue {
         case .bool(let bool): bool.databaseValue
         case .bytes(let bytes): Data(bytes).databaseValue
         case .null: .null
+        case .textList(let list): JSONWriter.string(.array(list.map(JSONValue.string))).databaseValue
         }
     }
 }

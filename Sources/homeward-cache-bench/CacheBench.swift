@@ -18,7 +18,8 @@ struct CacheBench: AsyncParsableCommand {
         discussion: """
             Fills a fresh store (SQLite in a temporary directory, or the PostgreSQL database given with --postgres, \
             which must be empty) with --users users, --friendships friendships and some of everything else a relay \
-            caches, then measures: a reload (the store's load plus rebuilding the cache), the rebuild alone, and \
+            caches, then measures: a reload (the store's load plus rebuilding the cache), the rebuild alone, one \
+            user's slice read back (the store's read of their rows plus replacing their part of the cache), and \
             applying one notice's commit (decoding it as it comes off the bus, applying it, recomputing the touched \
             owners' audiences). Build with -c release: a debug build measures the compiler, not the code.
             """)
@@ -31,6 +32,8 @@ struct CacheBench: AsyncParsableCommand {
     var reloads = 7
     @Option(help: "Notices applied (each one commit of a typical mix).")
     var notices = 20_000
+    @Option(help: "Slices read back (each one random user's part: the store's read plus replacing it in the cache).")
+    var slices = 200
     @Option(help: "postgres://USER@HOST:PORT/DB of an empty database to measure instead of SQLite.")
     var postgres: String?
 
@@ -65,6 +68,20 @@ struct CacheBench: AsyncParsableCommand {
             rebuildTimes.append(rebuilt - loaded)
         }
 
+        // One user's part read back, as after a refused write or for a user behind the store.
+        var sliceTimes: [Duration] = []
+        var sliceReadTimes: [Duration] = []
+        for _ in 0..<slices {
+            let user: Set<String> = [city.randomUser()]
+            let start = ContinuousClock.now
+            let slice = try await store.loadSlice(of: user)
+            let read = ContinuousClock.now
+            state.replaceSlice(of: user, with: slice, afterRemoteChange: true)
+            let replaced = ContinuousClock.now
+            sliceTimes.append(replaced - start)
+            sliceReadTimes.append(read - start)
+        }
+
         // Each notice as the committing relay publishes it; decoded, applied and its owners' audiences
         // recomputed here, as a receiving relay does (the presence table's update is left out: a reload
         // makes the same one for every owner).
@@ -89,10 +106,21 @@ struct CacheBench: AsyncParsableCommand {
             |---|---:|---:|
             | full reload: load + rebuild the cache (ms) | \(Self.ms(Self.median(reloadTimes))) | \(Self.ms(reloadTimes.min()!)) |
             | of which rebuilding the cache (ms) | \(Self.ms(Self.median(rebuildTimes))) | \(Self.ms(rebuildTimes.min()!)) |
+            \(sliceRows(sliceTimes, sliceReadTimes))
             | applying one notice: decode + apply + audiences (µs, mean of \(notices)) | \(String(format: "%.1f", perNotice)) | |
             | one reload costs as much as applying this many notices | \(Int((Self.us(Self.median(reloadTimes)) / perNotice).rounded())) | |
             """)
         if let postgres = store as? PostgresStore { await postgres.close() }
+    }
+
+    /// The slices' rows of the table (none when none was read).
+    func sliceRows(_ times: [Duration], _ reads: [Duration]) -> String {
+        guard !times.isEmpty else { return "| one user's slice: none read | | |" }
+        return """
+            | one user's slice: read + replace in the cache (ms, \(times.count) users) | \(Self.ms(Self.median(times))) | \(Self.ms(times.min()!)) |
+            | of which the store's read (ms) | \(Self.ms(Self.median(reads))) | \(Self.ms(reads.min()!)) |
+            | slowest slice (ms) | \(Self.ms(times.max()!)) | |
+            """
     }
 
     static func ms(_ duration: Duration) -> String { String(format: "%.1f", us(duration) / 1000) }
@@ -125,6 +153,9 @@ struct City {
     func name(_ index: Int) -> String { "user\(index)" }
 
     private mutating func someone() -> String { name(Int(random.next() % UInt64(users))) }
+
+    /// Any user of the city.
+    mutating func randomUser() -> String { someone() }
 
     private mutating func nextID(_ prefix: String) -> String {
         serial += 1

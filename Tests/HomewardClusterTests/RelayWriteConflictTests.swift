@@ -1,4 +1,4 @@
-import HomewardCore
+@testable import HomewardCore
 import HomewardCoreTestSupport
 import HomewardProtocol
 import Synchronization
@@ -69,6 +69,23 @@ final class RelayWriteConflictTests: XCTestCase {
         XCTAssertEqual(setup.alice.events("session.accepted").map { $0["by"] }, ["bob"], "the refused attempt sent nothing")
         XCTAssertEqual(setup.bus.notices.flatMap(\.events).filter { $0.message["type"] == "session.accepted" }.count, 1)
         XCTAssertEqual(setup.bob.messages.filter { $0["type"] == "session.accepted" }, [])
+    }
+
+    /// What a refused batch makes stale is its users' part of the cache: that is read back (here alice's, the
+    /// session's owner), not the whole store, and the cache is then the store's.
+    func testARefusalReadsBackTheSlicesOfItsUsersNotTheWholeStore() async throws {
+        let setup = try await aliceInvitesBobAndCarol()
+        setup.store.interleave([Self.carolAccepts(setup.sessionId)])
+        let loads = setup.store.loads
+        let slices = setup.store.slices.count
+        let accepted = try await setup.bobAccepts().get()
+        XCTAssertEqual(setup.store.refused, 1, "the first write was refused")
+        XCTAssertEqual(accepted.field("session")?["observers"], .strings(["bob", "carol"]), "decided on the caught-up session")
+        XCTAssertEqual(Array(setup.store.slices.dropFirst(slices)), [["alice"]])
+        XCTAssertEqual(setup.store.loads, loads, "no whole reload")
+        let cache = await setup.harness.relay.state
+        let reloaded = cache.reloaded(from: try await setup.store.load(), afterRemoteChange: true)
+        XCTAssertEqual(CacheSnapshot(cache), CacheSnapshot(reloaded))
     }
 
     func testARefusedWriteIsDecidedAgainWhenTheOtherRelaysNoticeCameFirst() async throws {

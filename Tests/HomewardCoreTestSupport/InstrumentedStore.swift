@@ -43,6 +43,11 @@ package final class InstrumentedStore: RelayStore {
         return try await store.load()
     }
 
+    package func loadSlice(of users: Set<String>) async throws -> StoredState {
+        try checkUp()
+        return try await store.loadSlice(of: users)
+    }
+
     package func apply(_ changes: [StoreChange]) async throws {
         await withCheckedContinuation { continuation in
             let (pass, watchers) = writeGate.withLock { gate in

@@ -30,7 +30,7 @@ extension StoreContractTests {
 
 /// What a load returns, comparable: pairs as "a|b", every list sorted by its key (the stores' versions
 /// are left out: SQLite keeps none).
-private struct LoadedRows: Equatable {
+struct LoadedRows: Equatable {
     let users: [UserProfile]
     let lastSeen: [String: Int64]
     let tokens: [IssuedToken]

@@ -2,7 +2,7 @@
 import Synchronization
 
 /// A store between a relay and its SQLite database that keeps the users' write versions, as PostgreSQL does
-/// for relays sharing it (`PostgresStore.applyChecked`), and counts how often it was loaded whole.
+/// for relays sharing it (`PostgresStore.applyChecked`), and counts how often it was loaded whole and whose slices it read.
 ///
 /// With `checksWrites`, a checked write from a cache holding another version of one of its users is refused
 /// (`StoreCacheBehind`), as PostgreSQL refuses it. "Another relay" then commits what `interleave` gives it just
@@ -13,7 +13,7 @@ final class CountingStore: RelayStore {
 
     private let store: any RelayStore
     private let checksWrites: Bool
-    private let counted = Mutex((versions: UserVersions(), loads: 0, refused: 0, interlopers: [Write]()))
+    private let counted = Mutex((versions: UserVersions(), loads: 0, slices: [Set<String>](), refused: 0, interlopers: [Write]()))
 
     init(_ store: any RelayStore, checksWrites: Bool = false) {
         self.store = store
@@ -22,6 +22,9 @@ final class CountingStore: RelayStore {
 
     /// How often the store was loaded whole.
     var loads: Int { counted.withLock { $0.loads } }
+
+    /// The users of each slice read so far (`loadSlice`), in order.
+    var slices: [Set<String>] { counted.withLock { $0.slices } }
 
     /// How many of the relay's writes were refused so far.
     var refused: Int { counted.withLock { $0.refused } }
@@ -48,6 +51,15 @@ final class CountingStore: RelayStore {
         stored.versions = counted.withLock { counted in
             counted.loads += 1
             return counted.versions
+        }
+        return stored
+    }
+
+    func loadSlice(of users: Set<String>) async throws -> StoredState {
+        var stored = try await store.loadSlice(of: users)
+        stored.versions = counted.withLock { counted in
+            counted.slices.append(users)
+            return Dictionary(uniqueKeysWithValues: users.map { ($0, counted.versions[$0, default: 0]) })
         }
         return stored
     }
