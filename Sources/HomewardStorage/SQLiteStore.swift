@@ -52,6 +52,14 @@ public final class SQLiteStore: RelayStore {
         try await writer.write { db in try Self.execute(changes, in: db) }
     }
 
+    /// On GRDB's writer queue, and `completion` called there once committed: no hop through the concurrency
+    /// pool on the way in or out (`RelayStore.applyChecked(_:scope:completion:)`). One relay alone: no versions.
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?,
+                             completion: @escaping @Sendable (Result<UserVersions?, any Error>) -> Void) {
+        guard !changes.isEmpty else { return completion(.success(nil)) }
+        writer.asyncWrite({ db in try Self.execute(changes, in: db) }, completion: { _, result in completion(result.map { nil }) })
+    }
+
     public func passwordHash(of username: String) async throws -> String? {
         try await writer.read { db in try Self.passwordHash(of: username, in: db) }
     }
