@@ -20,6 +20,12 @@ public final class SQLiteStore: RelayStore {
         // owner, so put FULL back: every commit then syncs the WAL.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try self.init(writer: pool)
+        // On the writer, between transactions: the log at its working size before the first commit of this run.
+        try pool.writeWithoutTransaction { db in
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            let pages = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? 1000
+            WriteAheadLog.extend(path + "-wal", to: WriteAheadLog.workingSize(pageSize: pageSize, pages: pages))
+        }
     }
 
     /// A private in-memory database, for tests.
