@@ -161,7 +161,9 @@ extension Relay {
         let pushes = planner.plan(outcome, state: state, presence: presence, now: now)
         outcome.changes += pushes
         try await persist(outcome.changes)
-        if !pushes.isEmpty { await whenStored { relay in relay.push.outboxChanged() } }
+        // Only a queued entry is news to the worker: a cancellation of an alarm's pushes (all that an ack or a
+        // cancel plans when no one subscribed) would wake it for a claim transaction and reads that find nothing.
+        if pushes.contains(where: \.queuesOutboxEntry) { await whenStored { relay in relay.push.outboxChanged() } }
     }
 
     /// Puts an outcome's events, and the share-link viewers it ends, in the notice to the other relays. For a

@@ -122,15 +122,7 @@ extension Relay {
 
     /// Applies one batch, off the relay's queue; its end comes back through the mailbox.
     private nonisolated func commit(_ batch: [StoreChange], scope: UserVersions?) {
-        Task {
-            let result: Result<UserVersions?, any Error>
-            do {
-                result = .success(try await store.applyChecked(batch, scope: scope))
-            } catch {
-                result = .failure(error)
-            }
-            written(result)
-        }
+        store.applyChecked(batch, scope: scope) { result in self.written(result) }
     }
 
     /// A batch's end: to the command waiting for it (`writesSettled`), else to the mailbox, ahead of the commands.
@@ -146,7 +138,7 @@ extension Relay {
             return (nil, true)
         }
         waiter?.resume(returning: result)
-        if start { Task { await self.processMailbox() } }
+        if start { startMailbox() }
     }
 
     /// The end of the batch with the store, for a command that waits for it inside its turn.

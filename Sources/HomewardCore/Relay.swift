@@ -334,10 +334,22 @@ public actor Relay {
             mailbox.running = true
             return true
         }
-        if start { Task { await self.processMailbox() } }
+        if start { startMailbox() }
     }
 
-    func processMailbox() async {
+    /// Starts the mailbox's task on the relay's queue (`QueueExecutor.Starter`): a request or a batch's end is
+    /// one thread wake-up away from being handled, not two.
+    nonisolated func startMailbox() {
+        Task(executorPreference: executor.starter) { await self.processMailbox() }
+    }
+
+    /// Works through the mailbox until it is empty. What it awaits that is not isolated to the relay (a store's
+    /// or the bus's own code) runs on the global pool, as in any task, not on the relay's queue it started on.
+    private func processMailbox() async {
+        await withTaskExecutorPreference(globalConcurrentExecutor) { await takeTurns() }
+    }
+
+    private func takeTurns() async {
         while let turn = mailbox.withLock({ mailbox -> Turn? in
             // A finished batch first: its replies wait, and the next batch can go to the store.
             if let written = mailbox.written {

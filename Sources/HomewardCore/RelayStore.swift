@@ -34,6 +34,12 @@ public protocol RelayStore: Sendable {
     /// new versions. Writes about other users are not checked against, and do not wait for, each other. A nil
     /// or empty `scope` checks nothing; a store that keeps no versions ignores it and returns nil.
     func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions?
+    /// `applyChecked` for a caller that does not wait: `completion` gets the result once, on any thread. The relay
+    /// commits its batches through this; a store that runs its own queue (SQLite's writer) calls back from there, so
+    /// that a batch's end is one thread wake-up from the relay, not one per hop through the concurrency pool. By
+    /// default it runs `applyChecked` in a task.
+    func applyChecked(_ changes: [StoreChange], scope: UserVersions?,
+                      completion: @escaping @Sendable (Result<UserVersions?, any Error>) -> Void)
     /// The secret `name` that every relay sharing this store must use (the VAPID key), or nil when the
     /// store is one relay's own and keeps no such secrets (the relay keeps them in its data directory).
     /// Given a `candidate`, a store without a value stores it first, once: relays starting together all get
@@ -53,6 +59,17 @@ extension RelayStore {
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
         try await apply(changes)
         return nil
+    }
+
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?,
+                             completion: @escaping @Sendable (Result<UserVersions?, any Error>) -> Void) {
+        Task {
+            do {
+                completion(.success(try await applyChecked(changes, scope: scope)))
+            } catch {
+                completion(.failure(error))
+            }
+        }
     }
 
     /// One relay's own store shares no secrets.

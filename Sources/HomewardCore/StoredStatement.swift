@@ -9,10 +9,21 @@ import Foundation
 public struct StoredStatement: Sendable, Equatable {
     public let sql: String
     public let arguments: [StoredValue]
+    /// For a multi-row insert, the same insert of one row; nil for any other statement. SQLite runs it once per
+    /// row (`arguments` in rows of `EachRow.width`), compiled once for all, instead of compiling `sql`, whose text
+    /// changes with the number of rows; PostgreSQL runs `sql`, one statement for all its rows.
+    public let eachRow: EachRow?
 
-    public init(_ sql: String, _ arguments: [StoredValue]) {
+    /// A multi-row insert's statement for one row, and how many of the arguments each row binds.
+    public struct EachRow: Sendable, Equatable {
+        public let sql: String
+        public let width: Int
+    }
+
+    public init(_ sql: String, _ arguments: [StoredValue], eachRow: EachRow? = nil) {
         self.sql = sql
         self.arguments = arguments
+        self.eachRow = eachRow
     }
 
     /// Arguments per statement at most, below SQLite's limit (32766 by default), so that rows of any number go
@@ -24,11 +35,13 @@ public struct StoredStatement: Sendable, Equatable {
     static func insert(into table: String, _ columns: [String], rows: [[StoredValue]], suffix: String = "") -> [StoredStatement] {
         let perStatement = max(1, argumentLimit / columns.count)
         let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        let head = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES "
+        let tail = suffix.isEmpty ? "" : " " + suffix
+        let eachRow = EachRow(sql: head + row + tail, width: columns.count)
         return stride(from: 0, to: rows.count, by: perStatement).map { start in
             let chunk = rows[start..<min(start + perStatement, rows.count)]
             let values = Array(repeating: row, count: chunk.count).joined(separator: ", ")
-            let sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(values)" + (suffix.isEmpty ? "" : " " + suffix)
-            return StoredStatement(sql, chunk.flatMap { $0 })
+            return StoredStatement(head + values + tail, chunk.flatMap { $0 }, eachRow: eachRow)
         }
     }
 

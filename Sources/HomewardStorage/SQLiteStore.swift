@@ -20,6 +20,12 @@ public final class SQLiteStore: RelayStore {
         // owner, so put FULL back: every commit then syncs the WAL.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try self.init(writer: pool)
+        // On the writer, between transactions: the log at its working size before the first commit of this run.
+        try pool.writeWithoutTransaction { db in
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            let pages = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? 1000
+            WriteAheadLog.extend(path + "-wal", to: WriteAheadLog.workingSize(pageSize: pageSize, pages: pages))
+        }
     }
 
     /// A private in-memory database, for tests.
@@ -56,6 +62,14 @@ public final class SQLiteStore: RelayStore {
     public func apply(_ changes: [StoreChange]) async throws {
         guard !changes.isEmpty else { return }
         try await writer.write { db in try Self.execute(changes, in: db) }
+    }
+
+    /// On GRDB's writer queue, and `completion` called there once committed: no hop through the concurrency
+    /// pool on the way in or out (`RelayStore.applyChecked(_:scope:completion:)`). One relay alone: no versions.
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?,
+                             completion: @escaping @Sendable (Result<UserVersions?, any Error>) -> Void) {
+        guard !changes.isEmpty else { return completion(.success(nil)) }
+        writer.asyncWrite({ db in try Self.execute(changes, in: db) }, completion: { _, result in completion(result.map { nil }) })
     }
 
     public func passwordHash(of username: String) async throws -> String? {

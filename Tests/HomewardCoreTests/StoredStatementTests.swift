@@ -1,3 +1,4 @@
+import Foundation
 @testable import HomewardCore
 import HomewardCoreTestSupport
 import HomewardProtocol
@@ -25,6 +26,17 @@ struct StoredStatementTests {
         let rows = inserts.flatMap(\.arguments).chunked(3)
         #expect(rows.count == friends.count)
         #expect(rows.enumerated().allSatisfy { index, row in row == [.text("ann"), .text(friends[index]), .int(Int64(index))] })
+    }
+
+    @Test func aMultiRowInsertCarriesItsOneRowStatementWithTheSameColumnsAndConflictClause() throws {
+        let statements = StoreChange.setStandingShare(owner: "ann", ["bob", "cid", "dan"]).statements(at: 1)
+        let insert = try #require(statements.first { $0.sql.hasPrefix("INSERT INTO standing_shares") })
+        let row = try #require(insert.eachRow)
+        #expect(row.width == 3 && placeholders(StoredStatement(row.sql, [])) == 3)
+        // The multi-row text is the one-row text with more rows of placeholders, the same suffix after them.
+        #expect(row.sql.replacingOccurrences(of: "VALUES (?, ?, ?)", with: "VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?)") == insert.sql)
+        #expect(insert.arguments.count == 3 * row.width)
+        #expect(statements.filter { !$0.sql.hasPrefix("INSERT") }.allSatisfy { $0.eachRow == nil })
     }
 
     @Test func noRowsWriteNoInsert() {

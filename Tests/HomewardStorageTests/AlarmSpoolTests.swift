@@ -19,11 +19,12 @@ final class AlarmSpoolTests: XCTestCase {
         private(set) var store: InstrumentedStore
         let tokens: [String: String]
         let pushes: PushRecorder
+        let webhook: Bool
 
         var databasePath: String { directory.appendingPathComponent("homeward.sqlite").path }
         var spoolPath: String { directory.appendingPathComponent("alarm-spool.jsonl").path }
 
-        init(users: [String] = ["alice", "bob", "carol"]) async throws {
+        init(users: [String] = ["alice", "bob", "carol"], webhook: Bool = true) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-spool-\(UUID().uuidString)")
             let clock = ManualClock()
             let pushes = PushRecorder()
@@ -43,22 +44,23 @@ final class AlarmSpoolTests: XCTestCase {
             try await sqlite.apply(changes)
             let store = InstrumentedStore(sqlite)
             let relay = try await Self.makeRelay(store: store, spoolPath: directory.appendingPathComponent("alarm-spool.jsonl").path,
-                                                 clock: clock, pushes: pushes)
+                                                 clock: clock, pushes: pushes, webhook: webhook)
             self.directory = directory
             self.clock = clock
             self.pushes = pushes
             self.tokens = tokens
             self.store = store
             self.relay = relay
+            self.webhook = webhook
             await relay.drain()
         }
 
         deinit { try? FileManager.default.removeItem(at: directory) }
 
         private static func makeRelay(store: any RelayStore, spoolPath: String, clock: ManualClock,
-                                      pushes: PushRecorder) async throws -> Relay {
+                                      pushes: PushRecorder, webhook: Bool) async throws -> Relay {
             var push = PushSettings(outboxChanged: { pushes.outboxChanged() })
-            push.webhookURL = "https://desk.example/hook"
+            if webhook { push.webhookURL = "https://desk.example/hook" }
             push.sendUnstored = { entries in pushes.sent(entries) }
             return try await Relay(store: store, clock: clock.function, push: push,
                                    spool: FileAlarmSpool(path: spoolPath, codec: ClusterCodec.spoolCodec))
@@ -68,7 +70,7 @@ final class AlarmSpoolTests: XCTestCase {
         func restart() async throws {
             let sqlite = try SQLiteStore(path: databasePath)
             store = InstrumentedStore(sqlite)
-            relay = try await Self.makeRelay(store: store, spoolPath: spoolPath, clock: clock, pushes: pushes)
+            relay = try await Self.makeRelay(store: store, spoolPath: spoolPath, clock: clock, pushes: pushes, webhook: webhook)
             await relay.drain()
         }
 
@@ -111,6 +113,25 @@ final class AlarmSpoolTests: XCTestCase {
             guard let data = FileManager.default.contents(atPath: spoolPath) else { return [] }
             return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
         }
+    }
+
+    /// The push worker is woken for what it has to send, not for an ack or a cancel that only drops an alarm's
+    /// pushes: that wake cost a claim transaction on the store's writer and two reads, for nothing.
+    func testAnAckOrCancelThatQueuesNothingLeavesThePushWorkerAsleepAndAQueuedPushWakesIt() async throws {
+        let harness = try await Harness(webhook: false)
+        let alice = try await harness.connect("alice")
+        let bob = try await harness.connect("bob")
+        // bob has no push subscription and there is no webhook: nothing of an alarm to bob alone is queued.
+        for _ in 0..<2 {
+            let raised = try await harness.ok(.alarmRaise(Request.AlarmRaise(text: "help", to: ["bob"])), as: alice)
+            let id = try XCTUnwrap(raised.field("alarm")?["alarmId"]?.stringValue)
+            _ = try await harness.ok(.alarmAck(alarmId: id), as: bob)
+            _ = try await harness.ok(.alarmCancel(alarmId: id, reason: nil), as: alice)
+        }
+        XCTAssertEqual(harness.pushes.outboxWakes, 0)
+        // carol has a subscription: her alarm's push is queued, and the worker is woken once it is stored.
+        _ = try await harness.ok(.alarmRaise(Request.AlarmRaise(text: "help", to: ["carol"])), as: alice)
+        XCTAssertEqual(harness.pushes.outboxWakes, 1)
     }
 
     func testAnAlarmRaisedWhileStorageIsDownIsDeliveredMarkedAndSpooledThenStoredOnce() async throws {

@@ -68,6 +68,33 @@ final class SQLiteStoreTests: XCTestCase {
         return info.st_mode & 0o777
     }
 
+    /// A fresh log is extended to the size it reaches before the automatic checkpoint, so that commits overwrite
+    /// it instead of growing it (`WriteAheadLog`); a copy taken while the store is open, as a crash leaves it
+    /// (committed frames not checkpointed, then zeros), opens with every committed write.
+    func testTheLogStartsAtItsWorkingSizeAndTheZerosAfterItsFramesHideNoCommit() async throws {
+        let store = try open()
+        let working = WriteAheadLog.workingSize(pageSize: 4096, pages: 1000)
+        XCTAssertEqual(try size(of: path + "-wal"), working)
+        try await store.apply([.createUser(UserProfile(username: "ann", name: "Ann"), passwordHash: "x", at: 1)])
+        try await store.apply([.createUser(UserProfile(username: "bo", name: "Bo"), passwordHash: "x", at: 2)])
+        XCTAssertEqual(try size(of: path + "-wal"), working)  // overwritten, not grown
+        let crashed = directory.appendingPathComponent("crashed/relay.sqlite").path
+        try FileManager.default.createDirectory(atPath: directory.appendingPathComponent("crashed").path,
+                                                withIntermediateDirectories: true)
+        for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: crashed + suffix) }
+        try store.close()
+        let recovered = try SQLiteStore(path: crashed)
+        defer { try? recovered.close() }
+        let state = try await recovered.load()
+        XCTAssertEqual(state.users.map(\.username), ["ann", "bo"])
+    }
+
+    private func size(of path: String) throws -> Int {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return Int(info.st_size)
+    }
+
     func testInMemoryStore() async throws {
         let store = try SQLiteStore.inMemory()
         try await store.apply([

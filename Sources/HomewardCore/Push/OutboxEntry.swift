@@ -71,3 +71,11 @@ public protocol PushOutboxStore: Sendable {
     /// How many entries wait.
     func outboxDepth() async throws -> Int
 }
+
+extension StoreChange {
+    /// Whether this change puts an entry in the outbox for the delivery worker to send.
+    var queuesOutboxEntry: Bool {
+        if case .enqueueOutbox = self { return true }
+        return false
+    }
+}
