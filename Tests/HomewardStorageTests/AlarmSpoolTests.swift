@@ -334,7 +334,7 @@ final class FileAlarmSpoolTests: XCTestCase {
 
     func testAnExistingFileWithAWideModeIsNarrowed() async throws {
         let (spool, path) = try spool()
-        FileManager.default.createFile(atPath: path, contents: Data(), attributes: [.posixPermissions: 0o644])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(), attributes: [.posixPermissions: 0o644]))
         try await spool.append([end])
         let mode = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
         XCTAssertEqual(mode, 0o600)
