@@ -59,6 +59,9 @@ public struct RelayState: Sendable {
     /// restart every owner counts as offline from the moment the relay started).
     package internal(set) var offlineOwners: [String: Int64] = [:]
 
+    /// The users whose whole part is cached (`RelayState+Residency`); nil: every user's (`CacheMode.whole`).
+    package internal(set) var resident: Set<String>?
+
     /// Makes identifiers for new sessions and alarms.
     var makeID: @Sendable (_ prefix: String) -> String
 

@@ -12,6 +12,12 @@ public protocol RelayStore: Sendable {
     /// them) and those users' write versions, read in one snapshot: what a cache replaces when only those users'
     /// part of it may be stale (`RelayState.replaceSlice`), at the cost of their rows instead of everyone's.
     func loadSlice(of users: Set<String>) async throws -> StoredState
+    /// What a relay caching only its users' part (`CacheMode.connected`) loads at start: every entity that carries a
+    /// deadline or is under way (`StoredState.active()`), none of the users' own rows. By default, a whole load.
+    func loadActive() async throws -> StoredState
+    /// The profiles of up to `limit` users whose username starts with `prefix`, in username order: `user.search`
+    /// on a relay that does not cache every user.
+    func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile]
     /// Applies the changes of one operation atomically; when this returns they are durable.
     /// When it throws, none of them is applied.
     func apply(_ changes: [StoreChange]) async throws
@@ -53,6 +59,15 @@ extension RelayStore {
     /// A store that reads no slice of its own selects it from a whole load.
     public func loadSlice(of users: Set<String>) async throws -> StoredState {
         try await load().slice(of: users)
+    }
+
+    /// A store that reads nothing less selects from a whole load.
+    public func loadActive() async throws -> StoredState {
+        try await load()
+    }
+
+    public func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile] {
+        Array(try await load().users.filter { $0.username.hasPrefix(prefix) }.sorted { $0.username < $1.username }.prefix(limit))
     }
 
     /// `apply`: a store alone behind one relay checks nothing and keeps no versions.
