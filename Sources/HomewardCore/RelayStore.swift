@@ -13,7 +13,7 @@ public protocol RelayStore: Sendable {
     /// part of it may be stale (`RelayState.replaceSlice`), at the cost of their rows instead of everyone's.
     func loadSlice(of users: Set<String>) async throws -> StoredState
     /// What a relay caching only its users' part (`CacheMode.connected`) loads at start: every entity that carries a
-    /// deadline or is under way (`StoredState.active()`), none of the users' own rows. By default, a whole load.
+    /// deadline or is under way (`StoredState.active()`), none of the users' own rows. By default, selected from a whole load.
     func loadActive() async throws -> StoredState
     /// The profiles of up to `limit` users whose username starts with `prefix`, in username order: `user.search`
     /// on a relay that does not cache every user.
@@ -63,7 +63,7 @@ extension RelayStore {
 
     /// A store that reads nothing less selects from a whole load.
     public func loadActive() async throws -> StoredState {
-        try await load()
+        try await load().active()
     }
 
     public func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile] {
