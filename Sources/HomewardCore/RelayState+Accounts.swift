@@ -32,7 +32,9 @@ extension RelayState {
     /// Records that the backlog's alarms reached `username`.
     public mutating func markAlarmsDelivered(to username: String, now: Int64) -> [StoreChange] {
         var changes: [StoreChange] = []
-        for id in alarmsByRecipient[username] ?? [] {
+        // In order of id, so that the changes do not depend on how the set was built (a cache of connected users
+        // builds it from slices).
+        for id in (alarmsByRecipient[username] ?? []).sorted() {
             guard var alarm = alarms[id], alarm.deliveredAt[username] == nil else { continue }
             alarm.deliveredAt[username] = now
             alarms[id] = alarm

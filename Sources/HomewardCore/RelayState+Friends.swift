@@ -94,24 +94,33 @@ extension RelayState {
     public static let searchesPerWindow = 30
     public static let searchWindow: Int64 = 15 * 60 * 1000
 
-    /// Users whose name starts with `query`. The query is a username prefix of at least 3 characters,
-    /// so that an empty or one-letter query cannot list the accounts 20 at a time. Checked here rather
-    /// than when parsing so that an unauthenticated search is still answered `unauthenticated`.
-    public mutating func searchUsers(_ actor: String, _ query: String, now: Int64) throws(RelayError) -> Outcome {
+    /// Users whose name starts with `query`: from `candidates` when given (a cache of connected users holds few
+    /// profiles: the relay reads the candidates from the store with `searchPrefix(of:)`, up to `searchLimit`),
+    /// else from the cache. The query is a username prefix of at least 3 characters, so that an empty or one-letter
+    /// query cannot list the accounts 20 at a time. Checked here rather than when parsing so that an unauthenticated
+    /// search is still answered `unauthenticated`.
+    public mutating func searchUsers(_ actor: String, _ query: String, now: Int64,
+                                     among candidates: [UserProfile]? = nil) throws(RelayError) -> Outcome {
         guard !searches.isLimited(actor, now: now) else {
             throw .rateLimited("more than \(Self.searchesPerWindow) searches in 15 minutes; try again later")
         }
         searches.record(actor, now: now)
         var outcome = Outcome()
-        // A query shorter than a username (or one no username could start with) finds nobody, rather than
-        // failing: the contract allows any query, and one or two letters would list accounts wholesale.
-        guard let prefix = try? Username.normalize(query, field: "query") else {
+        guard let prefix = Self.searchPrefix(of: query) else {
             outcome.reply = UserSearchReply(users: []).fields
             return outcome
         }
-        let matches = users.keys.filter { $0.hasPrefix(prefix) }.sorted().prefix(Self.searchLimit)
-        outcome.reply = UserSearchReply(users: matches.map(profile)).fields
+        let found = candidates ?? Array(users.values)
+        let matches = found.filter { $0.username.hasPrefix(prefix) }.sorted { $0.username < $1.username }.prefix(Self.searchLimit)
+        outcome.reply = UserSearchReply(users: Array(matches)).fields
         return outcome
+    }
+
+    /// The username prefix a search for `query` looks for; nil when it finds nobody. A query shorter than a
+    /// username (or one no username could start with) finds nobody, rather than failing: the contract allows any
+    /// query, and one or two letters would list accounts wholesale.
+    public static func searchPrefix(of query: String) -> String? {
+        try? Username.normalize(query, field: "query")
     }
 
     /// Forgets a pending request; one hidden from a blocker is only in `outgoing`.
@@ -132,7 +141,7 @@ extension RelayState {
             outcome.send(.sessionEnded(sessionId: id, reason: "unfriended"), to: other)
             outcome.audienceChanged.insert(owner)
         }
-        for id in alarmsByOwner[owner] ?? [] {
+        for id in (alarmsByOwner[owner] ?? []).sorted() {
             guard var alarm = alarms[id], alarm.recipients.contains(other) else { continue }
             alarm.removeRecipient(other)
             alarms[id] = alarm

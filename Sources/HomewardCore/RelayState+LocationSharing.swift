@@ -159,7 +159,9 @@ extension RelayState {
 
     private func sharingReply(_ actor: String, into outcome: Outcome) -> Outcome {
         var outcome = outcome
-        let alarmRecipients = (alarmsByOwner[actor] ?? []).compactMap { alarms[$0] }.flatMap(\.recipients)
+        // Oldest alarm first, whatever order the set of ids was built in.
+        let alarmRecipients = (alarmsByOwner[actor] ?? []).compactMap { alarms[$0] }
+            .sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }.flatMap(\.recipients)
         let paused = (pauses[actor] ?? [:]).values.sorted { $0.key < $1.key }.map(\.info)
         outcome.reply = LocationSharingReply(
             with: standing[actor] ?? [], pauses: paused,

@@ -96,8 +96,11 @@ extension RelayState {
         return (droppedSessions, droppedAlarms)
     }
 
-    /// Indexes the rows of `slice` (what concerns `users`) as `init(_ stored:)` indexes a whole load.
-    private mutating func index(_ slice: StoredState, of users: Set<String>) {
+    /// Indexes the rows of `slice` (what concerns `users`); a whole load is indexed by this into an empty cache
+    /// (`init(_ stored:)`). An entity already held is replaced whole; a link of a session that is not active is not
+    /// indexed. Expired links are, so that the first `fireDue` ends them and tells their viewers, like any other
+    /// deadline missed while down (ending a session removes its links in the same transaction).
+    mutating func index(_ slice: StoredState, of users: Set<String>) {
         for user in slice.users { self.users[user.username] = user }
         for (a, b) in slice.friendships { link(a, b) }
         for (blocker, blockedUser) in slice.blocks { blocked[blocker, default: []].insert(blockedUser) }
@@ -125,7 +128,6 @@ extension RelayState {
         for subscription in slice.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
             index(subscription)
         }
-        // As at a load: a link of a session that is not active is not indexed.
         for share in slice.shares where sessions[share.sessionId] != nil {
             unindex(share: share.id)
             index(share)

@@ -71,28 +71,8 @@ public struct RelayState: Sendable {
 
     public init(_ stored: StoredState, makeID: @escaping @Sendable (_ prefix: String) -> String = RandomID.make) {
         self.init(makeID: makeID)
-        for user in stored.users { users[user.username] = user }
-        for (a, b) in stored.friendships { link(a, b) }
-        for (blocker, blockedUser) in stored.blocks { blocked[blocker, default: []].insert(blockedUser) }
-        for request in stored.friendRequests {
-            if !hasBlocked(request.to, request.from) { incoming[request.to, default: []].insert(request.from) }
-            outgoing[request.from, default: []].insert(request.to)
-        }
-        for token in stored.tokens { remember(token) }
-        contacts = stored.alarmContacts
-        for session in stored.sessions { index(session) }
-        for alarm in stored.alarms { index(alarm) }
-        for subscription in stored.pushSubscriptions.sorted(by: { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }) {
-            index(subscription)
-        }
-        // A link outlives nothing: one whose session is gone is not indexed (ending a session removes
-        // its links in the same transaction, so there should be none). Expired ones are indexed so that
-        // the first `fireDue` ends them and tells their viewers, like any other deadline missed while down.
-        for share in stored.shares where sessions[share.sessionId] != nil { index(share) }
-        standing = stored.standingShares.filter { !$0.value.isEmpty }
-        for pause in stored.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
-        for meeting in stored.meetings { index(meeting) }
-        for message in stored.messages { index(message) }
+        // A load is the slice of everyone, indexed into an empty cache.
+        index(stored, of: [])
     }
 
     /// `a` and `b` became friends on another relay (a `friend.added` in its notice).
@@ -120,6 +100,9 @@ public struct RelayState: Sendable {
         for id in sessions.keys where fresh.sessions[id] == nil { fresh.endedSessions.insert(id) }
         fresh.endedAlarms = endedAlarms
         fresh.removedOwners = removedOwners
+        // A cache of connected users reads back the slices of its residents (and what it loads at start): they
+        // stay resident.
+        fresh.resident = resident
         for id in alarms.keys where fresh.alarms[id] == nil { fresh.endedAlarms.insert(id) }
         if afterRemoteChange {
             // Another relay's accept clears a pair as this relay's own would (see `FriendRequestNotices`).
