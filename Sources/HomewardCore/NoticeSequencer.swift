@@ -49,7 +49,11 @@ struct NoticeSequencer {
         case inconsistent
     }
 
-    static func placement(of versions: UserVersions, in cache: UserVersions) -> Placement {
+    /// `complete`: whether a user missing from `cache` is at 0 (a whole cache knows every user's version), or unknown
+    /// (a cache of connected users knows its residents' and those it heard of since: a commit is placed by those; one
+    /// about nobody it knows is applied as it comes, since what the cache holds about others may be partial anyway).
+    static func placement(of versions: UserVersions, in cache: UserVersions, complete: Bool = true) -> Placement {
+        let versions = complete ? versions : versions.filter { cache[$0.key] != nil }
         var held = 0, next = 0
         for (user, version) in versions {
             let cached = cache[user] ?? 0
@@ -62,7 +66,7 @@ struct NoticeSequencer {
 
     /// What to do with `notices` (just received; may be none) and those still held, for a cache at `versions`
     /// (nil: the cache keeps none, so it cannot place any commit).
-    mutating func take(_ notices: [ChangeNotice], versions: UserVersions?, now: UInt64) -> Step {
+    mutating func take(_ notices: [ChangeNotice], versions: UserVersions?, complete: Bool = true, now: UInt64) -> Step {
         var queue = held + notices
         held = []
         guard var cache = versions,
@@ -82,7 +86,7 @@ struct NoticeSequencer {
                 for commit in queue[index].commits ?? [] {
                     let versions = commit.versions ?? [:]
                     guard waiting.isEmpty else { waiting.append(commit); continue }
-                    switch Self.placement(of: versions, in: cache) {
+                    switch Self.placement(of: versions, in: cache, complete: complete) {
                     case .held:
                         progress = true
                     case .next:
@@ -119,10 +123,10 @@ struct NoticeSequencer {
     /// The cache was reloaded, at `versions`, for another reason: every commit of the notices held (they came
     /// before the reload began, so were committed) is in it. Notices left with nothing to wait for are
     /// delivered at the next `take`.
-    mutating func reloaded(at versions: UserVersions?) {
+    mutating func reloaded(at versions: UserVersions?, complete: Bool = true) {
         guard let versions else { return }
         for index in held.indices {
-            held[index].commits?.removeAll { Self.placement(of: $0.versions ?? [:], in: versions) == .held }
+            held[index].commits?.removeAll { Self.placement(of: $0.versions ?? [:], in: versions, complete: complete) == .held }
         }
     }
 

@@ -42,6 +42,7 @@ extension Relay {
                     throw .unauthenticated("wrong username or password")
                 }
                 usernameFailures.reset(username)
+                try await admitNeeded { state.usersNeeded(forSignInOf: username) }
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
                 try await recordingRemovals { () async throws(RelayError) in
@@ -66,6 +67,7 @@ extension Relay {
             return done(.failure(.rateLimited("too many failed sign-ins with a token from this address; try again later")))
         }
         do throws(RelayError) {
+            try await admitOwner(ofToken: hash)
             let (username, used) = try useToken(hash, from: peer)
             try checkConnectionLimit(username, previous: previous)
             try await persist(used)
@@ -100,6 +102,10 @@ extension Relay {
             done(.success(RelayReply(reply, auth: .authenticated(auth))))
             return
         }
+        // What the backlog and the sign-in's bookkeeping read (a cache of connected users admits it first).
+        do throws(RelayError) { try await admitNeeded { state.usersNeeded(forSignInOf: auth.username) } } catch {
+            return done(.failure(error))
+        }
         if let previous { detach(previous.username, sink) }
         let now = clock()
         let first = presence.attach(auth.username, sink, now: now)
@@ -131,6 +137,7 @@ extension Relay {
         // The reply and what follows show the state: stored first, with everything decided before.
         do throws(RelayError) { try await writesSettled() } catch { return done(.failure(error)) }
         let hash = Token.hash(token)
+        do throws(RelayError) { try await admitNeeded { state.usersNeeded(forWatching: hash) } } catch { return done(.failure(error)) }
         let link = state.sharesByHash[hash].flatMap { state.shares[$0] }
         let hidden = await fetchLastPosition(of: link?.owner, for: link.map { [$0.viewerKey] } ?? [])
         do throws(RelayError) {

@@ -9,7 +9,7 @@ extension Relay {
     /// Other relays' notices, in the order they came (possibly none: a look at those held).
     func handleRemoteNotices(_ notices: [ChangeNotice]) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        switch cluster.sequencer.take(notices, versions: versions, now: now) {
+        switch cluster.sequencer.take(notices, versions: versions, complete: state.resident == nil, now: now) {
         case .apply(let commits, let ready):
             if !commits.isEmpty { apply(commits) }
             if !ready.isEmpty { await deliverNotices(ready) }

@@ -14,6 +14,13 @@ extension Relay {
                                attempts: attempt.attempts, since: attempt.since)
         let refused: @Sendable (isolated Relay) async -> Void = { relay in relay.decideAgain(again) }
         do throws(RelayError) {
+            // A cache of connected users first reads the part of those the rule reads that it does not hold. An alarm
+            // operation goes on without when the store fails: it is spooled and heard (`Relay+Spool`).
+            do throws(RelayError) {
+                try await admitNeeded { state.usersNeeded(for: request, by: auth.username) }
+            } catch where request.spoolsWhenStorageFails && spool != nil {
+                logger.warning("an alarm operation is decided on the cache as it is: its users could not be read", metadata: ["error": "\(error)"])
+            }
             let decided = try await recordingRemovals { () async throws(RelayError) in
                 try await decideAndStore(request, auth: auth, sink: sink)
             }
@@ -86,7 +93,7 @@ extension Relay {
         case .friendDecline(let other): outcome = try state.declineFriend(user, other)
         case .friendRemove(let other): outcome = try state.removeFriend(user, other)
         case .friendList: outcome = state.friendList(user, presence: presence)
-        case .userSearch(let query): outcome = try state.searchUsers(user, query, now: now)
+        case .userSearch(let query): outcome = try await searchUsers(user, query, now: now)
         case .userBlock(let other): outcome = try state.block(user, other, now: now)
         case .userUnblock(let other): outcome = try state.unblock(user, other)
         case .userBlocks: outcome = state.blockList(user)

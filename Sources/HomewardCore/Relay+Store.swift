@@ -57,8 +57,10 @@ extension Relay {
         // Read before the load: every commit after the load's snapshot sends its notice on this connection or a
         // later one, so a barrier on it shows every write (`catchUpBeforeRequest`).
         let generation = bus.generation
+        // A cache of connected users reads back its residents' part and what it loads at start (`readBack(residents:)`).
+        let residents = state.resident
         if let limit {
-            guard let stored = await load(within: limit) else {
+            guard let stored = await load(residents: residents, within: limit) else {
                 logger.notice("the store did not answer in time; the cache is not caught up", metadata: ["within": "\(limit)"])
                 return false
             }
@@ -67,7 +69,7 @@ extension Relay {
         writes.readingBack(at: clock())
         let stored: StoredState
         do {
-            stored = try await store.load()
+            stored = try await readBack(residents: residents)
         } catch {
             if writes.readBackFailed() {
                 logger.critical("storage cannot be read back; requests fail until it can", metadata: ["error": "\(error)"])
@@ -99,20 +101,24 @@ extension Relay {
         }
         let before = state.owners.union(state.pausedUsers)
         state.replaceSlice(of: users, with: slice, afterRemoteChange: afterRemoteChange)
+        // Their whole part is in the cache now, current: resident (a cache of connected users).
+        if state.resident != nil {
+            state.resident?.formUnion(users)
+            residentUsers.record(state.resident?.count ?? 0)
+        }
         writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
-        cluster.sequencer.reloaded(at: versions)
+        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
         sliceReloads.increment()
         cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
         return true
     }
 
     /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).
-    private nonisolated func load(within limit: Duration) async -> StoredState? {
+    private nonisolated func load(residents: Set<String>?, within limit: Duration) async -> StoredState? {
         let first = FirstAnswer<StoredState?>()
-        let store = store
         return await withCheckedContinuation { continuation in
             first.wait(continuation)
-            Task { first.answer(try? await store.load()) }
+            Task { first.answer(try? await self.readBack(residents: residents)) }
             Task {
                 try? await Task.sleep(for: limit)
                 first.answer(nil)
@@ -126,8 +132,11 @@ extension Relay {
         cluster.freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)
+        let residents = state.resident
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
-        cluster.sequencer.reloaded(at: versions)
+        // Read back with their slices: the residents stay resident (a cache of connected users).
+        state.resident = residents
+        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

@@ -98,12 +98,14 @@ public actor Relay {
     let reloads: Counter
     let sliceReloads: Counter
     let appliedCommits: Counter
+    /// How many users' whole part the cache holds (`CacheMode.connected`; a whole cache does not count).
+    let residentUsers: Gauge
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
     public init(store: any RelayStore, hasher: PasswordHasher = PasswordHasher(), limits: RelayLimits = RelayLimits(),
                 safety: SafetySettings = SafetySettings(), shares: ShareSettings = ShareSettings(), features: [String] = [],
-                node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true,
+                node: String = "local", bus: any RelayBus = LocalBus(), ownsTimers: Bool = true, cache: CacheMode = .whole,
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
                 push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil,
@@ -119,6 +121,7 @@ public actor Relay {
         reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
         sliceReloads = Counter(label: "homeward_cache_slices_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
+        residentUsers = Gauge(label: "homeward_cache_resident_users", factory: metrics)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
@@ -137,14 +140,29 @@ public actor Relay {
         self.clock = clock
         self.logger = logger
         self.features = features
-        let stored = try await store.load()
-        var state = RelayState(stored)
+        let loadStarted = ContinuousClock.now
+        let stored: StoredState
+        var state: RelayState
+        var versions: UserVersions?
+        switch cache {
+        case .whole:
+            stored = try await store.load()
+            state = RelayState(stored)
+            versions = stored.versions
+        case .connected:
+            // What the timers fire on; users become resident as they sign in or a rule reads them (`admit`).
+            stored = try await store.loadActive()
+            state = RelayState(connected: stored)
+            // A store that keeps versions (shared) answers with none for nobody; one that keeps none, nil.
+            versions = try await store.versions(of: [])
+        }
+        let loadTime = ContinuousClock.now - loadStarted
         state.safety = safety
         state.shareSettings = shares
         let startedAt = clock()
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
-        self.writes = WritePath(versions: stored.versions)
+        self.writes = WritePath(versions: versions)
         self.usernameFailures = SlidingWindowLimit(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
         self.addressFailures = SlidingWindowLimit(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
         self.registrations = SlidingWindowLimit(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
@@ -153,6 +171,8 @@ public actor Relay {
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners.union(state.pausedUsers))
         alarmsPending.record(state.alarms.count)
+        residentUsers.record(state.resident?.count ?? 0)
+        logStart(stored, in: cache, tookMillis: loadTime.components.seconds * 1000 + loadTime.components.attoseconds / 1_000_000_000_000_000)
         // Alarm spool: alarms a crash left unstored go back in memory, and are stored by the first read-back.
         try await loadSpool()
         // Deadlines that passed while the relay was down fire now.
@@ -407,6 +427,8 @@ public actor Relay {
         case .arrive(let session):
             // Lost during an outage: the walker's next position inside the destination arrives again.
             guard await stateIsStored() else { return }
+            let participants = state.sessions[session].map { Set([$0.owner] + $0.invitees) } ?? []
+            guard (try? await admit(participants)) != nil else { return }
             await complete { state.arrive(session, now: clock()) }
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
@@ -506,6 +528,8 @@ public actor Relay {
             guard limits.registrationsPerAddress == 0 || !registrations.isLimited(peer, now: clock()) else {
                 return done(.failure(.rateLimited("too many new accounts from this address; try again later")))
             }
+            // Whether the name is taken is known once its part is in the cache (a cache of connected users).
+            do throws(RelayError) { try await admit([username]) } catch { return done(.failure(error)) }
             // Checked here as well as after hashing so that a taken name costs no hashing.
             guard state.users[username] == nil else { return done(.failure(.conflict("username \(username) is taken"))) }
             checkPassword(peer: peer, previous: auth, sink: sink, done: done) { hasher in
@@ -557,9 +581,23 @@ public actor Relay {
 
     func fireDueWork() async {
         var raised = 0
+        let now = clock()
+        do throws(RelayError) {
+            try await admitNeeded { state.usersNeeded(forDueAt: now, shards: timerShards) }
+        } catch {
+            // Nothing fires on a part of the cache that may lack what it reads; tried again a second later.
+            logger.error("could not read the users whose timers are due", metadata: ["error": "\(error)"])
+            timerDeadline = nil
+            timer?.cancel()
+            timer = nil
+            executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
+                self?.submit(.fireDue(then: nil))
+            }
+            return
+        }
         await complete {
             let before = state.alarms.count
-            let outcome = state.fireDue(now: clock(), presence: presence, shards: timerShards)
+            let outcome = state.fireDue(now: now, presence: presence, shards: timerShards)
             raised = max(0, state.alarms.count - before)
             return outcome
         }

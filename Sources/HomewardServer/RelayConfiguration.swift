@@ -13,6 +13,8 @@ public struct RelayConfiguration: Sendable {
     public var store = StoreSetting.sqlite
     /// How this relay hears about the others sharing its store: in-process (alone) or nats-server.
     public var bus = BusSetting.local
+    /// What the relay keeps in memory: every user's part, or only its connected users' (`CacheMode`).
+    public var cache = CacheMode.whole
     /// This relay's name among several (logs, the sign-in reply's `node`, the bus's messages).
     public var nodeID = RelayConfiguration.defaultNodeID
     /// How long the relay waits for PostgreSQL before a request fails with `internal` (unused for SQLite).

@@ -24,6 +24,10 @@ extension RelayOptions {
         if let text = try env.value(bus, Self.bus) {
             do { config.bus = try BusSetting(parsing: text) } catch { throw ValidationError(error.description) }
         }
+        if let name = try env.value(cache, Self.cache) {
+            guard let mode = CacheMode(rawValue: name) else { throw ValidationError("cache must be whole or connected, not '\(name)'") }
+            config.cache = mode
+        }
         try env.override(&config.nodeID, nodeID, Self.nodeID)
         if let seconds = try env.value(storeTimeout, Self.storeTimeout) {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }

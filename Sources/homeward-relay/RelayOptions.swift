@@ -53,6 +53,12 @@ struct RelayOptions: ParsableArguments {
         valueName: "url", default: defaults.bus.description)
     @Option(Self.bus) var bus: String?
 
+    static let cache = RelayOption<String>(
+        "cache",
+        "What the relay keeps in memory. whole: every registered user's part, loaded at start (memory and start time grow with the registered users; no request reads the store). connected: only what the users it serves need (their part, read when they sign in or a request names them) and the entities timers fire on (memory and start time follow the connected users; the first request naming a user not yet cached reads their part, one indexed query, while the relay's other requests wait). Both answer every request the same.",
+        valueName: "whole|connected", default: defaults.cache.rawValue)
+    @Option(Self.cache) var cache: String?
+
     static let nodeID = RelayOption<String>(
         "node-id", "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -).",
         defaultText: "host name and process id")

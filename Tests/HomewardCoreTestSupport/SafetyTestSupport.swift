@@ -56,6 +56,7 @@ package final class SafetyHarness {
     private let wrapStore: (SQLiteStore) -> any RelayStore
     package let bus: any RelayBus
     package let ownsTimers: Bool
+    package let cache: CacheMode
 
     package var databasePath: String { directory.appendingPathComponent("homeward.sqlite").path }
 
@@ -64,13 +65,15 @@ package final class SafetyHarness {
     package init(users: [String], friends: [(String, String)], safety: SafetySettings = SafetySettings(),
          clock: ManualClock = ManualClock(), wrapStore: @escaping (SQLiteStore) -> any RelayStore = { $0 },
          bus: any RelayBus = LocalBus(), node: String = "here", ownsTimers: Bool = true, logger: Logger = Logger(label: "homeward.relay"),
-         metrics: any MetricsFactory = NOOPMetricsHandler.instance) async throws {
+         metrics: any MetricsFactory = NOOPMetricsHandler.instance, cache: CacheMode = .whole,
+         seed: [StoreChange] = []) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-safety-\(UUID().uuidString)")
         self.clock = clock
         self.safety = safety
         self.wrapStore = wrapStore
         self.bus = bus
         self.ownsTimers = ownsTimers
+        self.cache = cache
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
         var changes: [StoreChange] = []
         for user in users {
@@ -80,9 +83,9 @@ package final class SafetyHarness {
             changes.append(.createToken(hash: Token.hash(token), username: user, at: clock.now))
         }
         for (a, b) in friends { changes.append(.addFriendship(min(a, b), max(a, b), at: clock.now)) }
-        try await store.apply(changes)
+        try await store.apply(changes + seed)
         relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, node: node, bus: bus,
-                                ownsTimers: ownsTimers, clock: clock.function, logger: logger, metrics: metrics)
+                                ownsTimers: ownsTimers, cache: cache, clock: clock.function, logger: logger, metrics: metrics)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -91,7 +94,7 @@ package final class SafetyHarness {
     package func restart() async throws {
         await relay.drain()
         let store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
-        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, clock: clock.function)
+        relay = try await Relay(store: wrapStore(store), hasher: .forTests, safety: safety, cache: cache, clock: clock.function)
         await relay.drain()
     }
 

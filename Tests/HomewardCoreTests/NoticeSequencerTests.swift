@@ -35,6 +35,22 @@ struct NoticeSequencerTests {
         #expect(sequencer.take([outbox], versions: [:], now: 0) == .apply(outbox.commits!, deliver: [outbox.delivered]))
     }
 
+    /// A cache of connected users knows the versions of its residents and of those it heard of since, not
+    /// everyone's: a commit is placed by the users it knows, and one about nobody it knows is applied as it comes
+    /// (a whole cache would hold it, since a user it lacks is at 0 there).
+    @Test func aPartialCacheUsesOnlyTheVersionsItKnows() {
+        var whole = NoticeSequencer(), partial = NoticeSequencer()
+        let stranger = Self.notice("a", ["zed": 7])
+        #expect(whole.take([stranger], versions: ["ann": 2], now: 0) == .apply([], deliver: []))
+        #expect(partial.take([stranger], versions: ["ann": 2], complete: false, now: 0)
+                == .apply(stranger.commits!, deliver: [stranger.delivered]))
+        // A resident's version still orders: ann's commit 4 waits for 3, whoever else it names.
+        let ahead = Self.notice("b", ["ann": 4, "zed": 9])
+        #expect(partial.take([ahead], versions: ["ann": 2], complete: false, now: 0) == .apply([], deliver: []))
+        #expect(partial.isHolding)
+        #expect(NoticeSequencer.placement(of: ["ann": 2, "zed": 1], in: ["ann": 2], complete: false) == .held)
+    }
+
     @Test func aNoticeAheadIsHeldWithThoseAfterItUntilTheGapFills() {
         var sequencer = NoticeSequencer()
         let ahead = Self.notice("a", ["ann": 12], event: "x"), eventsOnly = Self.notice("c", event: "y")

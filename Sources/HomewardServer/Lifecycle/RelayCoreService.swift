@@ -57,7 +57,7 @@ struct RelayCoreService: Service, CustomStringConvertible {
                                    metrics: metrics, logger: logger)
         let relay = try await Relay(store: wrapStore(store), hasher: config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations),
                                     limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared,
+                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared, cache: config.cache,
                                     logger: logger, metrics: metrics, push: push.settings,
                                     spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
                                     testNoticeDelay: config.testNoticeDelay)
