@@ -36,6 +36,41 @@ extension StoreContractTests {
         }
     }
 
+    /// The active reads start from indexes that hold only active rows (active sessions and alarms, pauses with an end)
+    /// and look up invitees, recipients and links per active session or alarm; meeting points are all read (each has a
+    /// deadline). A search reads a range of the users' key. So at a million users neither reads users, tokens or
+    /// relations, nor every invitee of every walk ever made. (On PostgreSQL sequential scans are priced out: a plan
+    /// that still reads a table whole has no index it could use.)
+    @Test(arguments: StoreKind.allCases)
+    func theActiveReadsAndTheSearchReadOnlyIndexesOfWhatTheyBring(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            let partialIndexes = ["sessions_active_by_owner", "alarms_active_by_owner", "location_pauses_with_end"]
+            for read in StoredState.Read.allCases {
+                guard let statement = read.activeStatement else { continue }
+                let plan = try await subject.plan(store, statement)
+                let whole = plan.filter { line in
+                    switch kind {
+                    case .sqlite:
+                        line.hasPrefix("SCAN ") && !line.hasPrefix("SCAN meeting")
+                            && !partialIndexes.contains { line.contains("USING INDEX \($0)") || line.contains("USING COVERING INDEX \($0)") }
+                    case .postgres:
+                        line.contains("Seq Scan on ") && !line.contains("Seq Scan on meeting")
+                    }
+                }
+                #expect(whole.isEmpty, "\(read) reads a table whole: \(plan)")
+            }
+            let search = try await subject.plan(store, try #require(UsernamePrefix("ann")).statement(limit: 20))
+            switch kind {
+            case .sqlite:
+                #expect(search.contains { $0.hasPrefix("SEARCH users USING") && $0.contains("(username>? AND username<?)") }, "\(search)")
+            case .postgres:
+                #expect(search.contains { $0.contains("Index Cond: ((username >= ") && $0.contains("AND (username < ") }, "\(search)")
+            }
+            try await subject.close(store)
+        }
+    }
+
     /// Usernames chosen around the range's edges: a name that is another's prefix, the characters that sort before
     /// and after the letters (`-` `.` digits `_`), `_` (a LIKE wildcard), and `z`, the last character a name can have.
     static let searchNames = ["ann", "anna", "annabel", "ann_", "ann.x", "ann-y", "ann0", "anz", "an_x", "ano", "bob",
