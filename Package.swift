@@ -185,7 +185,7 @@ let package = Package(
         .executableTarget(
             name: "homeward-cache-bench",
             dependencies: [
-                "HomewardCore", "HomewardProtocol", "HomewardStorage", "HomewardCluster", "HomewardPostgres",
+                "HomewardCore", "HomewardProtocol", "HomewardStorage", "HomewardCluster", "HomewardPostgres", "HomewardBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -16,7 +16,9 @@ public protocol RelayStore: Sendable {
     /// deadline or is under way (`StoredState.active()`), none of the users' own rows. By default, selected from a whole load.
     func loadActive() async throws -> StoredState
     /// The profiles of up to `limit` users whose username starts with `prefix`, in username order: `user.search`
-    /// on a relay that does not cache every user.
+    /// on a relay that does not cache every user. A prefix no stored username can start with (empty, not of the
+    /// lowercase characters usernames are made of, longer than a username: `UsernamePrefix`) finds nobody, and so
+    /// does a `limit` below 1; the relay's rule normalises the query first.
     func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile]
     /// Applies the changes of one operation atomically; when this returns they are durable.
     /// When it throws, none of them is applied.
@@ -66,8 +68,11 @@ extension RelayStore {
         try await load().active()
     }
 
+    /// A store that reads nothing less filters a whole load, with the stores' guard (`UsernamePrefix`): a prefix no
+    /// username can start with finds nobody.
     public func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile] {
-        Array(try await load().users.filter { $0.username.hasPrefix(prefix) }.sorted { $0.username < $1.username }.prefix(limit))
+        guard let range = UsernamePrefix(prefix), limit > 0 else { return [] }
+        return Array(try await load().users.filter { range.matches($0.username) }.sorted { $0.username < $1.username }.prefix(limit))
     }
 
     /// `apply`: a store alone behind one relay checks nothing and keeps no versions.

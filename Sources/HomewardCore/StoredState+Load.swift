@@ -61,6 +61,44 @@ extension StoredState {
             return StoredStatement(sql, Array(repeating: .textList(users), count: sql.utf8.filter { $0 == UInt8(ascii: "?") }.count))
         }
 
+        /// The read's statement in a load of what a cache of connected users starts from (`RelayStore.loadActive`, the
+        /// rows `StoredState.active()` selects), in the same columns and order; nil for a read that brings none of it
+        /// (users, tokens, relations, contacts, subscriptions, standing shares, messages), which the store skips.
+        /// Each starts from an index that holds only active rows (an active session or alarm: their owners' partial
+        /// indexes; a pause with an end), so its cost follows what is under way, not how many users or ended walks
+        /// the store holds. Invitees, recipients and links are looked up per active session or alarm: `CROSS JOIN`
+        /// makes SQLite keep that order (the whole load's join scans every invitee); PostgreSQL plans it as a join.
+        public var activeStatement: StoredStatement? {
+            switch self {
+            case .users, .tokens, .friendships, .friendRequests, .blocks, .alarmContacts, .pushSubscriptions, .standingShares,
+                 .messages:
+                return nil
+            case .sessions, .alarms, .meetingInvitees, .meetings:
+                return StoredStatement(sql, [])
+            case .sessionInvitees:
+                return StoredStatement("""
+                    SELECT i.session_id, i.username, i.state FROM sessions s CROSS JOIN session_invitees i
+                    WHERE i.session_id = s.id AND s.ended_at IS NULL
+                    ORDER BY i.session_id, i.position
+                    """, [])
+            case .alarmRecipients:
+                return StoredStatement("""
+                    SELECT r.alarm_id, r.username, r.delivered_at, r.ack_order FROM alarms a CROSS JOIN alarm_recipients r
+                    WHERE r.alarm_id = a.id AND a.ended_at IS NULL
+                    ORDER BY r.alarm_id, r.position
+                    """, [])
+            case .shares:
+                return StoredStatement("""
+                    SELECT sh.id, sh.session_id, sh.owner, sh.token_hash, sh.created_at, sh.expires_at FROM sessions s CROSS JOIN shares sh
+                    WHERE sh.session_id = s.id AND s.ended_at IS NULL
+                    ORDER BY sh.created_at, sh.id
+                    """, [])
+            case .pauses:
+                return StoredStatement(
+                    "SELECT owner, from_user, until FROM location_pauses WHERE until IS NOT NULL ORDER BY owner, from_user", [])
+            }
+        }
+
         /// `sql` limited to the rows that concern the users of the list: a relation with either of its users
         /// among them, a session, an alarm or a meeting point whole (and an active session's links) when one of
         /// them owns it or is invited to it, an owner's whole list of standing shares when one of them owns it or is on it.

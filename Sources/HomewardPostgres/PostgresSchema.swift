@@ -329,6 +329,12 @@ enum PostgresSchema {
             "CREATE INDEX meeting_invitees_by_username ON meeting_invitees(username)",
             "CREATE INDEX messages_by_sender ON messages(sender)",
         ]),
+        // A cache of connected users starts from what is under way (`StoredState.Read.activeStatement`): pauses with an
+        // end are read through an index that holds only them, in the read's order (SQLite's v10-active-indexes; active
+        // sessions and alarms have theirs).
+        Migration(version: "v10-active-indexes", statements: [
+            "CREATE INDEX location_pauses_with_end ON location_pauses(owner, from_user) WHERE until IS NOT NULL",
+        ]),
     ]
 
     /// Brings the database up to date in one transaction: either every missing migration is applied and

@@ -142,6 +142,28 @@ public final class PostgresStore: RelayStore {
         }
     }
 
+    /// The reads of a load that bring what is under way (`StoredState.Read.activeStatement`), in one REPEATABLE READ,
+    /// READ ONLY transaction like `loadSlice`, through indexes of the active rows only. No versions: the users these
+    /// rows name are not resident in a cache that starts from them; their versions come with their slices.
+    public func loadActive() async throws -> StoredState {
+        try await withConnection("load active") { db, logger in
+            try await db.withTransaction(logger: logger) { db in
+                _ = try await db.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger).collect()
+                return try await StoredState(activeRowsIn: db, logger: logger)
+            }
+        }
+    }
+
+    /// A range of the users' primary key (`UsernamePrefix`; its keys are `COLLATE "C"`, so the range is the one
+    /// the index is ordered by): no name outside it is read.
+    public func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile] {
+        guard let range = UsernamePrefix(prefix), limit > 0 else { return [] }
+        return try await withConnection("search users") { db, logger in
+            try await db.query(PostgresQuery(stored: range.statement(limit: limit)), logger: logger).collect()
+                .map { try UsernamePrefix.profile(from: PostgresRandomAccessRow($0)) }
+        }
+    }
+
     public func apply(_ changes: [StoreChange]) async throws {
         _ = try await applyChecked(changes, scope: nil)
     }

@@ -9,9 +9,20 @@ extension StoredState {
     /// REPEATABLE READ, one snapshot).
     /// With `users`, only what concerns them (a slice, `PostgresStore.loadSlice`).
     init(db: PostgresConnection, concerning users: [String]? = nil, logger: Logger) async throws {
+        try await self.init(db: db, statements: { $0.statement(concerning: users) }, logger: logger)
+    }
+
+    /// Reads what a cache of connected users starts from (`PostgresStore.loadActive`), inside the caller's transaction.
+    init(activeRowsIn db: PostgresConnection, logger: Logger) async throws {
+        try await self.init(db: db, statements: \.activeStatement, logger: logger)
+    }
+
+    /// Runs each read's statement (none for a read whose statement is nil) and decodes the rows.
+    private init(db: PostgresConnection, statements: (Read) -> StoredStatement?, logger: Logger) async throws {
         var results: [Read: [PostgresRandomAccessRow]] = [:]
         for read in Read.allCases {
-            results[read] = try await db.query(PostgresQuery(stored: read.statement(concerning: users)), logger: logger).collect()
+            guard let statement = statements(read) else { continue }
+            results[read] = try await db.query(PostgresQuery(stored: statement), logger: logger).collect()
                 .map(PostgresRandomAccessRow.init)
         }
         try self.init(rows: { results[$0] ?? [] })

@@ -59,6 +59,20 @@ public final class SQLiteStore: RelayStore {
         return try await writer.read { db in try StoredState(db: db, concerning: names) }
     }
 
+    /// The reads of a load that bring what is under way (`StoredState.Read.activeStatement`), in one GRDB read: one
+    /// snapshot, through indexes of the active rows only.
+    public func loadActive() async throws -> StoredState {
+        try await writer.read { db in try StoredState(activeRowsIn: db) }
+    }
+
+    /// A range of the users' primary key (`UsernamePrefix`): no name outside it is read.
+    public func searchUsers(prefix: String, limit: Int) async throws -> [UserProfile] {
+        guard let range = UsernamePrefix(prefix), limit > 0 else { return [] }
+        return try await writer.read { db in
+            try range.statement(limit: limit).fetchAll(in: db).map(UsernamePrefix.profile)
+        }
+    }
+
     public func apply(_ changes: [StoreChange]) async throws {
         guard !changes.isEmpty else { return }
         try await writer.write { db in try Self.execute(changes, in: db) }

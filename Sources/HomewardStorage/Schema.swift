@@ -263,6 +263,13 @@ enum Schema {
                 CREATE INDEX messages_by_sender ON messages(sender);
                 """)
         }
+        // A cache of connected users starts from what is under way (`StoredState.Read.activeStatement`): pauses with an
+        // end are read through an index that holds only them, in the read's order (active sessions and alarms have theirs).
+        migrator.registerMigration("v10-active-indexes") { db in
+            try db.execute(sql: """
+                CREATE INDEX location_pauses_with_end ON location_pauses(owner, from_user) WHERE until IS NOT NULL;
+                """)
+        }
         return migrator
     }
 }

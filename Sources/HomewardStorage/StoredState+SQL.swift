@@ -8,6 +8,11 @@ extension StoredState {
     init(db: Database, concerning users: [String]? = nil) throws {
         try self.init(rows: { try $0.statement(concerning: users).fetchAll(in: db) })
     }
+
+    /// Reads what a cache of connected users starts from (`RelayStore.loadActive`), inside the caller's read.
+    init(activeRowsIn db: Database) throws {
+        try self.init(rows: { try $0.activeStatement?.fetchAll(in: db) ?? [] })
+    }
 }
 
 /// SQLite's columns as the shared readers decode them: free text is a BLOB (or TEXT written before), which

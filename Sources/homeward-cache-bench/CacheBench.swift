@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HomewardBench
 import HomewardCluster
 import HomewardCore
 import HomewardPostgres
@@ -36,8 +37,23 @@ struct CacheBench: AsyncParsableCommand {
     var slices = 200
     @Option(help: "postgres://USER@HOST:PORT/DB of an empty database to measure instead of SQLite.")
     var postgres: String?
+    @Option(help: "SQLite file (named homeward.sqlite) to fill and keep instead of a temporary one; one that already holds users is used as it is, not filled again.")
+    var storeFile: String?
+    @Option(help: "A homeward-relay binary: instead of the cache measurements, start it on the filled --store-file once per --cache mode and measure its first sign-in and its memory with --connect users signed in.")
+    var startRelay: String?
+    @Option(help: "Cache modes to start the relay with, in turn (whole, connected); a relay without --cache is measured as whole.")
+    var cache = "whole,connected"
+    @Option(help: "Times the list of --cache modes is run, alternating.")
+    var rounds = 1
+    @Option(help: "Users signed in (each on a WebSocket of their own, with their token) after the first sign-in.")
+    var connect = 10_000
+    @Option(help: "The started relay's TLS port on 127.0.0.1.")
+    var port = 27443
+    @Option(help: "An extra argument for the started relay (repeatable).")
+    var relayArg: [String] = []
 
     func run() async throws {
+        if let startRelay { return try await measureRelayStarts(startRelay) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-cache-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store: any RelayStore
@@ -45,15 +61,16 @@ struct CacheBench: AsyncParsableCommand {
         if let postgres {
             store = try await PostgresStore.open(try PostgresLocation(url: postgres))
             storeName = "PostgreSQL"
+        } else if let storeFile {
+            store = try SQLiteStore(path: storeFile)
+            storeName = "SQLite (file)"
         } else {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             store = try SQLiteStore(path: directory.appendingPathComponent("homeward.sqlite").path)
             storeName = "SQLite (file)"
         }
         var city = City(users: users, friendships: friendships)
-        let fillStart = ContinuousClock.now
-        for batch in city.initialChanges().chunked(1000) { try await store.apply(Array(batch)) }
-        print("filled \(storeName) in \(Self.ms(ContinuousClock.now - fillStart)) ms: \(city.summary)")
+        try await fill(store, storeName, &city)
 
         var state = RelayState(try await store.load())
         var reloadTimes: [Duration] = []
@@ -113,6 +130,44 @@ struct CacheBench: AsyncParsableCommand {
         if let postgres = store as? PostgresStore { await postgres.close() }
     }
 
+    /// Fills `store` with the city, unless it holds users already (a kept --store-file): then only the city's generator
+    /// moves on as filling would have moved it, so the commits and users drawn next are the same.
+    func fill(_ store: any RelayStore, _ storeName: String, _ city: inout City) async throws {
+        let changes = city.initialChanges()
+        if try await !store.searchUsers(prefix: City.username(0), limit: 1).isEmpty {
+            print("\(storeName) holds the city already: not filled again")
+            return
+        }
+        let fillStart = ContinuousClock.now
+        for batch in changes.chunked(1000) { try await store.apply(Array(batch)) }
+        print("filled \(storeName) in \(Self.ms(ContinuousClock.now - fillStart)) ms: \(city.summary)")
+    }
+
+    /// Starts the relay on the filled --store-file once per mode of --cache, --rounds times, and prints the table.
+    func measureRelayStarts(_ binary: String) async throws {
+        guard let storeFile, URL(fileURLWithPath: storeFile).lastPathComponent == "homeward.sqlite" else {
+            throw ValidationError("--start-relay needs --store-file DIR/homeward.sqlite (the relay reads that name in its --data-dir)")
+        }
+        guard connect < users else { throw ValidationError("--connect must be below --users (user0 signs in first)") }
+        let store = try SQLiteStore(path: storeFile)
+        var city = City(users: users, friendships: friendships)
+        try await fill(store, "SQLite (file)", &city)
+        try store.close()
+
+        let limit = SystemInfo.raiseOpenFileLimit(to: 200_000)
+        print("open-file limit \(limit) (the relay inherits it)")
+        let env = try BenchEnvironment(threads: 2, sources: (1...4).map { "127.0.0.\($0)" })
+        let start = RelayStart(binary: binary, storeFile: storeFile, port: port, connect: connect, extraArguments: relayArg, env: env)
+        let knowsCache = try start.knowsCacheOption()
+        let modes = cache.split(separator: ",").map(String.init)
+        var results: [RelayStart.Result] = []
+        for _ in 0..<rounds {
+            for mode in modes { results.append(try await start.run(mode: mode, knowsCache: knowsCache)) }
+        }
+        print(RelayStart.table(results, users: users))
+        try await env.group.shutdownGracefully()
+    }
+
     /// The slices' rows of the table (none when none was read).
     func sliceRows(_ times: [Duration], _ reads: [Duration]) -> String {
         guard !times.isEmpty else { return "| one user's slice: none read | | |" }
@@ -150,7 +205,15 @@ struct City {
 
     var summary: String { "\(users) users, \(friendships) friendships, \(users / 20) sessions, \(users / 10) standing shares" }
 
-    func name(_ index: Int) -> String { "user\(index)" }
+    func name(_ index: Int) -> String { Self.username(index) }
+
+    /// The accounts' names, passwords and tokens, known to the tool so that it can sign them in (`RelayStart`): every
+    /// user has the one password (one PBKDF2 hash stored for all: hashing a million would take hours) and a token of
+    /// their own.
+    static func username(_ index: Int) -> String { "user\(index)" }
+    static func token(_ index: Int) -> String { "token\(index)" }
+    static let password = "bench-password-1"
+    static let passwordHash = PasswordHasher(iterations: PasswordHasher.minimumIterations).hash(password)
 
     private mutating func someone() -> String { name(Int(random.next() % UInt64(users))) }
 
@@ -165,8 +228,8 @@ struct City {
     mutating func initialChanges() -> [StoreChange] {
         var changes: [StoreChange] = []
         for index in 0..<users {
-            changes.append(.createUser(UserProfile(username: name(index), name: "User \(index)"), passwordHash: "x", at: now))
-            changes.append(.createToken(hash: "token\(index)", username: name(index), at: now))
+            changes.append(.createUser(UserProfile(username: name(index), name: "User \(index)"), passwordHash: Self.passwordHash, at: now))
+            changes.append(.createToken(hash: Token.hash(Self.token(index)), username: name(index), at: now))
         }
         var pairs = Set<[String]>()
         while pairs.count < friendships {

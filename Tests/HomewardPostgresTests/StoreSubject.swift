@@ -24,6 +24,9 @@ protocol StoreSubject: Sendable {
     /// Undoes the migration that bound push subscriptions to sign-ins, so the next open applies it to
     /// rows stored as an older relay stored them.
     var pushSignInsRewind: [String] { get }
+    /// How the store would run `statement`, one line per step (SQLite's EXPLAIN QUERY PLAN details; PostgreSQL's
+    /// EXPLAIN with sequential scans priced out, so that a table read whole is read so for want of a usable index).
+    func plan(_ store: any RelayStore, _ statement: StoredStatement) async throws -> [String]
     /// Removes the database.
     func remove() async
 }
@@ -89,6 +92,12 @@ struct SQLiteSubject: StoreSubject {
          "ALTER TABLE push_subscriptions DROP COLUMN token_hash", "DELETE FROM grdb_migrations WHERE identifier = 'v8-push-sign-ins'"]
     }
 
+    func plan(_ store: any RelayStore, _ statement: StoredStatement) async throws -> [String] {
+        try sqlite(store).inspect { db in
+            try StoredStatement("EXPLAIN QUERY PLAN " + statement.sql, statement.arguments).fetchAll(in: db).map { $0[3] as String }
+        }
+    }
+
     func remove() async { try? FileManager.default.removeItem(at: directory) }
 
     private func sqlite(_ store: any RelayStore) throws -> SQLiteStore {
@@ -138,6 +147,20 @@ struct PostgresSubject: StoreSubject {
     var pushSignInsRewind: [String] {
         ["DROP INDEX push_subscriptions_by_endpoint", "DROP INDEX push_subscriptions_by_token",
          "ALTER TABLE push_subscriptions DROP COLUMN token_hash", "DELETE FROM schema_migrations WHERE version = 'v6-push-sign-ins'"]
+    }
+
+    func plan(_ store: any RelayStore, _ statement: StoredStatement) async throws -> [String] {
+        try await postgres(store).withConnection("test") { db, logger in
+            try await db.withTransaction(logger: logger) { db in
+                _ = try await db.query("SET LOCAL enable_seqscan = off", logger: logger).collect()
+                var lines: [String] = []
+                let explain = StoredStatement("EXPLAIN " + statement.sql, statement.arguments)
+                for try await line in try await db.query(PostgresQuery(stored: explain), logger: logger).decode(String.self) {
+                    lines.append(line)
+                }
+                return lines
+            }
+        }
     }
 
     func remove() async { try? server.psql("DROP DATABASE IF EXISTS \(location.database) WITH (FORCE)") }

@@ -1,0 +1,123 @@
+import Foundation
+import HomewardBench
+import HomewardProtocol
+
+/// A relay started on a filled store, as an operator starts one: how long until it answers its first sign-in, and
+/// its resident memory once `connect` users are signed in, each on a WebSocket of their own. Run once per cache
+/// mode, alternating (`--cache whole,connected`), so that modes measured in the same minutes compare.
+struct RelayStart {
+    /// The `homeward-relay` binary.
+    let binary: String
+    /// The SQLite store the city was filled into (`homeward.sqlite`, in the directory the relay gets as --data-dir).
+    let storeFile: String
+    let port: Int
+    let connect: Int
+    let extraArguments: [String]
+    let env: BenchEnvironment
+
+    /// What one start measured.
+    struct Result {
+        let mode: String
+        /// From launching the process to the first sign-in's `ok` (a `login` with the password).
+        let firstSignIn: Duration
+        /// Resident memory just after that sign-in, and after `connected` users signed in (3 s after the last).
+        let residentAtFirstSignIn: Int
+        let residentConnected: Int
+        let connected: Int
+        let failed: Int
+        /// How long signing the `connected` users in took.
+        let connectTime: Duration
+    }
+
+    /// Whether the binary knows `--cache`: a relay built before the connected-users cache caches everything, and is
+    /// measured as `whole` without the flag.
+    func knowsCacheOption() throws -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["--help"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let help = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return help.contains("--cache")
+    }
+
+    func run(mode: String, knowsCache: Bool) async throws -> Result {
+        guard knowsCache || mode == "whole" else {
+            throw BenchError.failed("\(binary) has no --cache option, so it caches everything: it can only be measured as whole")
+        }
+        let dataDir = URL(fileURLWithPath: storeFile).deletingLastPathComponent().path
+        let log = dataDir + "/relay-\(mode).log"
+        // Limits that would refuse the benchmark's own sign-ins are raised; tokens of the filled city are a year old.
+        let arguments = [
+            "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--store", "sqlite",
+            "--log-level", "notice", "--metrics-listen", "off", "--token-lifetime", "3650",
+            "--max-unauthenticated-per-address", "100000", "--hello-failures-per-address", "0",
+        ] + (knowsCache ? ["--cache", mode] : []) + extraArguments
+        let started = ContinuousClock.now
+        let relay = try ManagedProcess.launch(binary, arguments, log: log)
+        defer { relay.terminate() }
+        let first = try await firstSignIn(relay: relay, log: log)
+        let firstSignIn = ContinuousClock.now - started
+        guard let pid = relay.pid else { throw BenchError.failed("the relay exited; its log: \(log)") }
+        let residentAtFirst = SystemInfo.residentBytes(pid) ?? 0
+        print("\(mode): first sign-in answered \(CacheBench.ms(firstSignIn)) ms after launch, RSS \(residentAtFirst / 1_048_576) MiB")
+
+        let connectStart = ContinuousClock.now
+        let (env, port) = (env, port)
+        let opened = try await mapConcurrently(connect, width: 64) { index -> BenchSocket? in
+            // user0 signed in first, with the password; the others with their tokens, as returning apps do.
+            try? await HomewardSignIn.connect(env, port: port, source: env.source(index),
+                                              .hello(token: City.token(index + 1)))
+        }
+        let connectTime = ContinuousClock.now - connectStart
+        let sockets = opened.compactMap { $0 }
+        defer { for socket in sockets { socket.close() } }
+        try await Task.sleep(for: .seconds(3))
+        let resident = SystemInfo.residentBytes(pid) ?? 0
+        first.close()
+        print("\(mode): \(sockets.count) users signed in (\(connect - sockets.count) failed) in \(CacheBench.ms(connectTime)) ms, "
+            + "RSS \(resident / 1_048_576) MiB")
+        return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
+                      connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
+    }
+
+    /// Tries to sign user0 in every 20 ms until the relay answers: nothing listens until it has loaded its cache.
+    private func firstSignIn(relay: ManagedProcess, log: String) async throws -> BenchSocket {
+        let deadline = ContinuousClock.now + .seconds(300)
+        while true {
+            do {
+                return try await HomewardSignIn.connect(env, port: port, source: env.source(0),
+                                                        .login(username: City.username(0), password: City.password))
+            } catch {
+                guard relay.pid != nil else {
+                    throw BenchError.failed("the relay exited before answering: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+                }
+                guard ContinuousClock.now < deadline else { throw BenchError.failed("no sign-in answered within 300 s: \(error)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    /// The results as a markdown table, with the load average at the end of the run.
+    static func table(_ results: [Result], users: Int) -> String {
+        let rows = results.map { result in
+            let perUser = Double(result.residentConnected) / Double(max(1, result.connected)) / 1024
+            let added = Double(result.residentConnected - result.residentAtFirstSignIn) / Double(max(1, result.connected)) / 1024
+            return "| \(result.mode) | \(CacheBench.ms(result.firstSignIn)) | \(result.residentAtFirstSignIn / 1_048_576) | "
+                + "\(result.residentConnected / 1_048_576) | \(result.connected) (\(result.failed) failed) | "
+                + String(format: "%.1f | %.1f", perUser, added) + " | \(CacheBench.ms(result.connectTime)) |"
+        }
+        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+        return """
+
+            | cache, \(users) users in the store | first sign-in after launch (ms) | RSS then (MiB) | RSS connected (MiB) | users connected | RSS per connected user (KiB) | added per connected user (KiB) | signing them in (ms) |
+            |---|---:|---:|---:|---:|---:|---:|---:|
+            \(rows.joined(separator: "\n"))
+
+            load average at the end: \(load)
+            """
+    }
+}
