@@ -55,12 +55,11 @@ public final class NATSBus: RelayBus {
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
-    /// `eventLoopGroup` (the NATS client's default group when nil). A relay gives its own, so that positions
-    /// heard go from the socket to the observers' loops with no thread between (that loop's fan-out batches
-    /// them, as it does for positions of its own walkers).
+    /// `eventLoopGroup`. A relay gives its own, so that positions heard go from the socket to the observers'
+    /// loops with no thread between (that loop's fan-out batches them, as it does for positions of its own walkers).
     /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small).
     public static func connect(servers: [NATSServerAddress], node: String, logger: Logger,
-                               eventLoopGroup: (any EventLoopGroup)? = nil,
+                               eventLoopGroup: any EventLoopGroup = NATSClient.defaultEventLoopGroup,
                                changeBufferLimit: Int = 65_536) async throws -> NATSBus {
         var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
         configuration.echo = false
@@ -69,11 +68,8 @@ public final class NATSBus: RelayBus {
         // Positions resume within about a second of the server coming back.
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
         let urls = servers.map(\.url)
-        let client = if let eventLoopGroup {
-            try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
-        } else {
-            try await NATSClient.connect(urls: urls, configuration: configuration, logger: logger)
-        }
+        let client = try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup,
+                                                  logger: logger)
         return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit)
     }
 

@@ -43,10 +43,13 @@ public final class NATSClient: Sendable {
         self.reconnectCount = reconnects
     }
 
+    /// The group a client runs on when its caller gives none: NIO's shared one.
+    public static var defaultEventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
+
     /// Connects to the first of `urls` that completes the handshake (each is tried once, in order);
     /// after a later loss the client reconnects by itself, to the next URL in turn.
     public static func connect(urls: [String], configuration: NATSClientConfiguration = .init(),
-                               eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                               eventLoopGroup: any EventLoopGroup = NATSClient.defaultEventLoopGroup,
                                logger: Logger = Logger(label: "homeward.nats")) async throws -> NATSClient {
         let servers = try urls.map { url throws(NATSError) in try NATSServerAddress(url: url) }
         guard !servers.isEmpty else { throw NATSError.noServers }
