@@ -61,6 +61,8 @@ struct ConnectedCacheDifferentialTests {
         try await run.restart()
         let shareToken = run.script.minted.first!
         let steps: [ConnectedCacheStep] = [
+            // A viewer first, while the link's owner is not resident.
+            .watch(token: shareToken),
             .signIn("ann"), .request("ann", .friendList), .request("ann", .userBlocks), .request("ann", .sessionList),
             .request("ann", .meetList), .request("ann", .shareList), .request("ann", .authSessions), .request("ann", .pushList),
             .request("ann", .userSearch(query: "ca")), .request("ann", .userSearch(query: "cat")),
