@@ -55,7 +55,12 @@ extension Relay {
     private func writeBases(of changes: [StoreChange]) -> UserVersions {
         guard busIsShared, let cached = versions, changes.contains(where: \.concernsOtherRelays) else { return [:] }
         let users = state.writeScope(of: changes)
-        return Dictionary(uniqueKeysWithValues: users.map { ($0, writes.journal.base(cached[$0, default: 0], of: $0)) })
+        // A cache of connected users may know the version of someone not resident (from notices) without holding
+        // their whole part: a write about them is checked as from a cache that knows nothing of them, so the store
+        // refuses it and their part is read back (which admits them) before it is decided again.
+        return Dictionary(uniqueKeysWithValues: users.map { user in
+            (user, writes.journal.base(state.isResident(user) ? cached[user, default: 0] : 0, of: user))
+        })
     }
 
     /// Runs `release` once everything decided so far is stored (at once when it is), `fail` instead when a

@@ -70,7 +70,7 @@ final class ConnectedCacheRelayTests: XCTestCase {
         let bob = try await harness.connect("bob")
         XCTAssertEqual(bob.0.events("session.invite").count, 1, "\(bob.0.messages)")
         let list = try await harness.ok(.sessionList, as: bob.1, sink: bob.0)
-        XCTAssertEqual(list.field("sessions")?.arrayValue?.count, 1, "\(list.fields)")
+        XCTAssertEqual(list.field("invites")?.arrayValue?.count, 1, "\(list.fields)")
     }
 
     func testAlarmToContactsNotResidentReachesThem() async throws {
