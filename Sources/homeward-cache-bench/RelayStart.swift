@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HomewardBench
 import HomewardProtocol
 
@@ -54,11 +57,11 @@ struct RelayStart {
         let arguments = [
             "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--store", "sqlite",
             "--log-level", "notice", "--metrics-listen", "off", "--token-lifetime", "3650",
-            "--max-unauthenticated-per-address", "100000", "--hello-failures-per-address", "0",
+            "--max-unauthenticated-per-address", "100000", "--hello-failures-per-address", "0", "--auth-timeout", "60",
         ] + (knowsCache ? ["--cache", mode] : []) + extraArguments
         let started = ContinuousClock.now
         let relay = try ManagedProcess.launch(binary, arguments, log: log)
-        defer { relay.terminate() }
+        defer { Self.stop(relay) }
         let first = try await firstSignIn(relay: relay, log: log)
         let firstSignIn = ContinuousClock.now - started
         guard let pid = relay.pid else { throw BenchError.failed("the relay exited; its log: \(log)") }
@@ -82,6 +85,20 @@ struct RelayStart {
             + "RSS \(resident / 1_048_576) MiB")
         return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
                       connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
+    }
+
+    /// SIGTERM, and SIGKILL when the relay is still there 30 s later: a relay still loading a whole store (or
+    /// stopping slowly) must not hold the next mode's port and memory.
+    static func stop(_ relay: ManagedProcess) {
+        guard let pid = relay.pid else { return }
+        kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while relay.pid != nil, ContinuousClock.now < deadline { usleep(50_000) }
+        if relay.pid != nil {
+            print("the relay did not stop within 30 s of SIGTERM: killed")
+            kill(pid, SIGKILL)
+            relay.terminate()
+        }
     }
 
     /// Tries to sign user0 in every 20 ms until the relay answers: nothing listens until it has loaded its cache.
