@@ -13,7 +13,10 @@ import Synchronization
 /// loop (`publishDetached`: in order per thread, never suspending, one write for all published meanwhile),
 /// and positions heard are handed to the `BusReceiver` on the client's loop as they are read (a handler
 /// per walker subscription: no task between the socket and the observers' loops); everything else a relay
-/// hears is handed over from one task per subscription, which keeps each subject's order.
+/// hears is handed over from one task per subscription, which keeps each subject's order. The task that sends
+/// the outbox runs on the client's loop (`EventLoopTaskExecutor`): what it publishes is written from there, and
+/// the PONG of a flush it waits for resumes it, with no wake-up of another thread. (The receiving tasks stay on
+/// the global pool: a relay that falls behind on notices must not hold up the socket its positions come from.)
 public final class NATSBus: RelayBus {
     private let client: NATSClient
     private let node: String
@@ -156,7 +159,7 @@ public final class NATSBus: RelayBus {
                 }
             },
         ]
-        let sending = Task { await self.send(delivering: receiver) }
+        let sending = Task(executorPreference: EventLoopTaskExecutor(client.eventLoop)) { await self.send(delivering: receiver) }
         tasks.withLock { $0 = (started, sending) }
         self.changes.withLock { $0 = changes }
     }
@@ -311,5 +314,22 @@ extension NATSServerAddress {
     var url: String {
         let credentials = user.map { "\($0):\(password ?? "")@" } ?? ""
         return "nats://\(credentials)\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
+}
+
+/// Runs a task's jobs on one event loop (`Task(executorPreference:)`), each as one `execute`: a job enqueued from
+/// the loop itself (a continuation resumed by what the loop read) runs in the same turn of the loop, without a
+/// wake-up. For tasks that only hand messages on and wait for the loop's own I/O: the loop's connections wait
+/// while they run.
+final class EventLoopTaskExecutor: TaskExecutor {
+    private let loop: any EventLoop
+
+    init(_ loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

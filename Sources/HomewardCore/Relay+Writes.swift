@@ -174,6 +174,9 @@ extension Relay {
             // Audiences, and the events for the notice, before anything is sent: one notice tells the others of
             // the commit and of what it makes heard.
             for waiter in released { waiter.prepare?(self) }
+            // The next batch goes to the store while this one's notice is confirmed: nothing of it is heard before
+            // its own end, which comes through the mailbox after this one's, so its notice follows this one's.
+            startWrite()
             if told {
                 cluster.noticeNeeded = true
                 cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
@@ -183,7 +186,6 @@ extension Relay {
                 // Told the others, confirmed, before anyone hears of it here (`Relay+Cluster`, read freshness).
                 await publishConfirmedNotice()
             }
-            startWrite()
             for waiter in released { await waiter.release(self) }
             // Another relay's commit that came after this one's may be waiting for it.
             if busIsShared, cluster.sequencer.isHolding { await handleRemoteNotices([]) }

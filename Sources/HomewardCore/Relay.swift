@@ -364,9 +364,11 @@ public actor Relay {
     }
 
     /// Works through the mailbox until it is empty. What it awaits that is not isolated to the relay (a store's
-    /// or the bus's own code) runs on the global pool, as in any task, not on the relay's queue it started on.
+    /// or the bus's own code up to its first suspension, and where that resumes) runs on the relay's queue too,
+    /// where the mailbox waits anyway: a bus barrier or a notice's confirmation is then one wake-up of the relay's
+    /// thread when the answer comes, not a hop through the global pool and another back.
     private func processMailbox() async {
-        await withTaskExecutorPreference(globalConcurrentExecutor) { await takeTurns() }
+        await takeTurns()
     }
 
     private func takeTurns() async {

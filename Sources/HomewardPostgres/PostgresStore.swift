@@ -181,13 +181,36 @@ public final class PostgresStore: RelayStore {
     /// order (a token's row, a user's last-seen time): when PostgreSQL breaks such a deadlock by rolling this
     /// write back, it runs again, up to `deadlockRetries` times (its check, too, is made again).
     public func applyChecked(_ changes: [StoreChange], scope: UserVersions?) async throws -> UserVersions? {
-        guard !changes.isEmpty else { return scope == nil ? nil : [:] }
+        guard let write = try checkedWrite(changes, scope: scope) else { return scope == nil ? nil : [:] }
+        return try await withConnection("write", write)
+    }
+
+    /// As `applyChecked`, the way the relay commits its batches: the call is one task (with its deadline, `DeadlineCall`)
+    /// from the relay's queue to the pooled connection and back to `completion`, with no task around it.
+    public func applyChecked(_ changes: [StoreChange], scope: UserVersions?,
+                             completion: @escaping @Sendable (Result<UserVersions?, any Error>) -> Void) {
+        let write: @Sendable (PostgresConnection, Logger) async throws -> UserVersions?
+        do {
+            guard let checked = try checkedWrite(changes, scope: scope) else { return completion(.success(scope == nil ? nil : [:])) }
+            write = checked
+        } catch {
+            return completion(.failure(error))
+        }
+        startWithConnection("write", write, completion: completion)
+    }
+
+    /// The body of a checked write on a connection; nil when there is nothing to write. Throws `StoreKeyError`,
+    /// before anything reaches the server, for a batch with NUL in a TEXT value or a scope's user.
+    private func checkedWrite(
+        _ changes: [StoreChange], scope: UserVersions?
+    ) throws -> (@Sendable (PostgresConnection, Logger) async throws -> UserVersions?)? {
+        guard !changes.isEmpty else { return nil }
         // A string with NUL cannot be stored in TEXT: the whole batch is refused before it reaches the server.
         let write = PostgresBatch(try changes.statements())
         if let key = scope?.keys.first(where: { $0.utf8.contains(0) }) { throw StoreKeyError(key: key) }
         let users = scope.map { $0.keys.sorted() } ?? []
         let expected = users.map { scope?[$0] ?? 0 }
-        return try await withConnection("write") { db, logger in
+        return { db, logger in
             var attempt = 1
             while true {
                 do {
@@ -272,12 +295,32 @@ public final class PostgresStore: RelayStore {
             return try await withDeadline(timeout ?? timeouts.query, operation: operation) {
                 try await client.withConnection { db in try await body(db, logger) }
             }
-        } catch let behind as StoreCacheBehind {
-            // Not a failure of the store: the relay reloads and decides again.
-            throw behind
         } catch {
-            throw PostgresStoreError.wrap(error, operation: operation)
+            throw Self.storeError(error, operation: operation)
         }
+    }
+
+    /// `withConnection` for a caller that does not wait: `completion` gets the result once, from the call's task or
+    /// at its deadline. Returns the call's task (it ends after the body, whose result is dropped when the deadline came first).
+    @discardableResult
+    func startWithConnection<T: Sendable>(
+        _ operation: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T,
+        completion: @escaping @Sendable (Result<T, any Error>) -> Void
+    ) -> Task<Void, Never> {
+        let client = client
+        let logger = logger
+        return DeadlineCall<T>().start(timeouts.query, operation: operation, {
+            try await client.withConnection { db in try await body(db, logger) }
+        }, completion: { result in
+            completion(result.mapError { Self.storeError($0, operation: operation) })
+        })
+    }
+
+    /// A store call's failure as the relay sees it: `StoreCacheBehind` is not a failure of the store (the relay
+    /// reads back and decides again), everything else a `PostgresStoreError` naming `operation`.
+    private static func storeError(_ error: any Error, operation: String) -> any Error {
+        if let behind = error as? StoreCacheBehind { return behind }
+        return PostgresStoreError.wrap(error, operation: operation)
     }
 
     private static func configuration(_ location: PostgresLocation, _ timeouts: Timeouts) -> PostgresClient.Configuration {

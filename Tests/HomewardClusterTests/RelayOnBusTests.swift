@@ -38,7 +38,28 @@ final class RecordingBus: RelayBus {
     }
     func publishPresence(_ message: PresenceMessage) { log.withLock { $0.append(.presence(message)) } }
     func requestPresenceSnapshot(of node: String) { log.withLock { $0.append(.snapshotRequest(node: node)) } }
-    func flush() async { log.withLock { $0.append(.flush) } }
+    func flush() async {
+        log.withLock { $0.append(.flush) }
+        await withCheckedContinuation { continuation in
+            let pass = flushGate.withLock { gate in
+                guard gate.held else { return true }
+                gate.waiting.append(continuation)
+                return false
+            }
+            if pass { continuation.resume() }
+        }
+    }
+    /// While held, a flush (a notice's confirmation) waits until `releaseFlushes`.
+    private let flushGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>]()))
+    func holdFlushes() { flushGate.withLock { $0.held = true } }
+    func releaseFlushes() {
+        let waiting = flushGate.withLock { gate in
+            gate.held = false
+            defer { gate.waiting.removeAll() }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
     /// Confirms nothing: the relay asks its store instead.
     func barrier() async -> Int? { nil }
     var generation: Int? { nil }

@@ -57,6 +57,31 @@ struct PostgresStoreTests {
         #expect(error.map { "\($0)" }?.contains("PostgreSQL") == true)
     }
 
+    /// The relay's batches go through `startWithConnection` (`applyChecked(_:scope:completion:)`). A query that
+    /// outlives the store timeout (the server's own statement timeout switched off, so that only the store's deadline
+    /// can end it) is answered with the timeout, and its result, when it comes, is dropped.
+    @Test func aQueryThatOutlivesTheStoreTimeoutIsAnsweredAtTheDeadlineAndItsLateResultIsDropped() async throws {
+        let server = try PostgresServer.requireCurrent()
+        let store = try await PostgresStore.open(try server.createDatabase(),
+                                                 timeouts: .init(connect: .seconds(10), query: .milliseconds(500)), logger: Self.logger)
+        let answers = Answers<String>()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let work = store.startWithConnection("sleep", { db, logger in
+            _ = try await db.query("SET statement_timeout = 0", logger: logger).collect()
+            _ = try await db.query("SELECT pg_sleep(5)", logger: logger).collect()
+            return "late"
+        }, completion: answers.record)
+        let first = try await withTimeout(15, "the store's answer") { await answers.first() }
+        let waited = clock.now - started
+        #expect(first.isTimeout, "\(first)")
+        #expect(waited >= .milliseconds(500))
+        #expect(waited < .seconds(4), "answered at the deadline, not when the query ended")
+        await work.value
+        #expect(answers.count == 1, "the query's result after the deadline reaches nobody")
+        await store.close()
+    }
+
     @Test func aStoreAfterCloseFailsInsteadOfWaiting() async throws {
         let server = try PostgresServer.requireCurrent()
         let store = try await PostgresStore.open(try server.createDatabase(),

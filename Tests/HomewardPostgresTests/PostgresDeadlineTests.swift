@@ -1,0 +1,142 @@
+import Foundation
+@testable import HomewardPostgres
+import HomewardTestSupport
+import Synchronization
+import Testing
+
+/// The deadline every PostgreSQL call has (`DeadlineCall`, `DeadlineWatch`): a call whose body never ends is
+/// answered with `PostgresStoreError.timeout` at its deadline, and what the body returns after that is dropped.
+/// The body here waits on a gate that ignores cancellation, as a query on a connection whose server stopped
+/// answering may. The store itself, on a query that outlives its timeout: `PostgresStoreTests`.
+struct PostgresDeadlineTests {
+    @Test func aBodyThatNeverEndsIsAnsweredAtItsDeadlineAndItsLateResultIsDropped() async throws {
+        let gate = Gate()
+        let answers = Answers<String>()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let work = DeadlineCall<String>().start(.milliseconds(200), operation: "stuck", {
+            await gate.wait()
+            return "late"
+        }, completion: answers.record)
+        let first = try await withTimeout(10, "the deadline's answer") { await answers.first() }
+        let waited = clock.now - started
+        #expect(waited >= .milliseconds(200), "not before the deadline")
+        // Loose: a machine busy with builds may be slow to run the timer; without the deadline it would wait forever.
+        #expect(waited < .seconds(5))
+        #expect(first.isTimeout, "\(first)")
+        gate.open()
+        await work.value
+        #expect(answers.count == 1, "the body's result after the deadline reaches nobody")
+    }
+
+    /// The watch keeps one timer armed at the earliest deadline: one shorter than those already pending moves it.
+    @Test func aShorterDeadlineAddedAfterALongerOneIsStillKept() async throws {
+        let longGate = Gate(), shortGate = Gate()
+        let long = Answers<String>(), short = Answers<String>()
+        let longWork = DeadlineCall<String>().start(.seconds(60), operation: "long", {
+            await longGate.wait()
+            return "long"
+        }, completion: long.record)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let shortWork = DeadlineCall<String>().start(.milliseconds(200), operation: "short", {
+            await shortGate.wait()
+            return "short"
+        }, completion: short.record)
+        let first = try await withTimeout(10, "the shorter deadline's answer") { await short.first() }
+        #expect(first.isTimeout, "\(first)")
+        #expect(clock.now - started < .seconds(5))
+        #expect(long.count == 0, "the longer deadline has not passed")
+        longGate.open()
+        shortGate.open()
+        await longWork.value
+        await shortWork.value
+        #expect(try long.only() == "long", "a body that ends in time is the answer")
+        #expect(short.count == 1)
+    }
+
+    @Test func aBodyThatEndsInTimeIsTheAnswer() async throws {
+        let value = try await withDeadline(.seconds(30), operation: "quick") { 42 }
+        #expect(value == 42)
+        await #expect(throws: Refusal.self) {
+            try await withDeadline(.seconds(30), operation: "refused") { () async throws -> Int in throw Refusal() }
+        }
+    }
+
+    @Test func cancellingTheCallerCancelsTheBody() async throws {
+        let call = Task {
+            try await withDeadline(.seconds(60), operation: "sleep") { try await Task.sleep(for: .seconds(60)) }
+        }
+        call.cancel()
+        let outcome = try await withTimeout(10, "the cancelled call's end") { await call.result }
+        #expect(throws: CancellationError.self) { try outcome.get() }
+    }
+}
+
+private struct Refusal: Error {}
+
+/// A wait that ignores cancellation, opened by the test.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let openNow = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if openNow { continuation.resume() }
+        }
+    }
+
+    func open() {
+        for waiting in state.withLock({ state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }) { waiting.resume() }
+    }
+}
+
+/// Every answer a call's completion got, in order; `first` waits for one.
+final class Answers<T: Sendable>: Sendable {
+    private let state = Mutex<(answers: [Result<T, any Error>], waiting: [CheckedContinuation<Result<T, any Error>, Never>])>(([], []))
+
+    var record: @Sendable (Result<T, any Error>) -> Void {
+        { answer in
+            let waiting = self.state.withLock { state -> [CheckedContinuation<Result<T, any Error>, Never>] in
+                state.answers.append(answer)
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for continuation in waiting { continuation.resume(returning: answer) }
+        }
+    }
+
+    var count: Int { state.withLock { $0.answers.count } }
+
+    func first() async -> Result<T, any Error> {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Result<T, any Error>? in
+                if let first = state.answers.first { return first }
+                state.waiting.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    func only() throws -> T {
+        let answers = state.withLock { $0.answers }
+        guard answers.count == 1 else { throw TestFailure("\(answers.count) answers") }
+        return try answers[0].get()
+    }
+}
+
+extension Result {
+    var isTimeout: Bool {
+        if case .failure(let error) = self, case .timeout? = error as? PostgresStoreError { return true }
+        return false
+    }
+}
