@@ -147,9 +147,6 @@ extension Relay {
     /// The users whose whole part the cache holds (nil: every user's). For tests and the metric.
     package var residents: Set<String>? { state.resident }
 
-    /// Who deciding `request` by `actor` needs resident (tests: whether the rules name a user yet).
-    package func usersNeeded(for request: Request, by actor: String) -> Set<String> { state.usersNeeded(for: request, by: actor) }
-
-    /// Who the work due at `now` needs resident (tests: whether the rules name the owners of what is due).
+    /// Who the work due at `now` needs resident (tests: that the owners of what is due are named).
     package func usersNeededForDueWork(at now: Int64) -> Set<String> { state.usersNeeded(forDueAt: now, shards: timerShards) }
 }
