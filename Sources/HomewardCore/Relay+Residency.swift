@@ -46,8 +46,7 @@ extension Relay {
         }
         let before = ownersConcerning(users)
         state.admit(slice, of: users)
-        writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
-        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
+        tookVersions(of: slice, readFor: users)
         // Last-seen times the presence table does not have yet (it keeps newer ones: a user who left here).
         presence.seedLastSeen(slice.lastSeen.filter { user, time in (presence.lastSeen(user) ?? .min) < time })
         residentUsers.record(state.resident?.count ?? 0)

@@ -106,11 +106,24 @@ extension Relay {
             state.resident?.formUnion(users)
             residentUsers.record(state.resident?.count ?? 0)
         }
-        writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
-        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
+        tookVersions(of: slice, readFor: users)
         sliceReloads.increment()
         cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
         return true
+    }
+
+    /// The versions of a slice read for `users` (made resident, or replaced in a whole cache): theirs as read. A cache
+    /// of connected users also takes those of the owners the slice names who are not resident (a session a resident is
+    /// invited to, an alarm they receive: `StoredState.ownersNamed(besides:)`), unless it knows a later one, so that
+    /// other relays' commits about those owners are placed in their order from now on rather than applied as they come
+    /// (two of them arriving out of order would leave the resident's part without the earlier one). A whole cache
+    /// knows every user's version and keeps its own: it may not hold those owners' other writes up to the slice's.
+    func tookVersions(of slice: StoredState, readFor users: Set<String>) {
+        writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
+        if let resident = state.resident, let read = slice.versions {
+            writes.versionsMoved(read.filter { !users.contains($0.key) && !resident.contains($0.key) })
+        }
+        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
     }
 
     /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).

@@ -7,7 +7,8 @@ extension StoredState {
     /// contacts and push subscriptions; friendships, friend requests, blocks, pauses and messages with one of
     /// them on either side; sessions, alarms and meeting points one of them owns or is invited to, whole (and the
     /// share links of those sessions); the whole list of standing shares of an owner who is one of them or has
-    /// one of them on it. The versions of exactly those users (0 for one no write concerned yet).
+    /// one of them on it. The versions of those users and of the owners the slice names (`ownersNamed(besides:)`;
+    /// 0 for one no write concerned yet).
     public func slice(of users: Set<String>) -> StoredState {
         var slice = StoredState()
         slice.users = self.users.filter { users.contains($0.username) }
@@ -27,8 +28,23 @@ extension StoredState {
         slice.meetings = meetings.filter { users.contains($0.owner) || $0.invitees.contains { users.contains($0.username) } }
         slice.messages = messages.filter { users.contains($0.from) || users.contains($0.to) }
         slice.versions = versions.map { versions in
-            Dictionary(uniqueKeysWithValues: users.map { ($0, versions[$0, default: 0]) })
+            Dictionary(uniqueKeysWithValues: users.union(slice.ownersNamed(besides: users)).map { ($0, versions[$0, default: 0]) })
         }
         return slice
+    }
+
+    /// The users other than `users` who own something this slice holds: the owners of the sessions, alarms and
+    /// meeting points `users` are invited to, of the lists of standing shares and the pauses they are on. Each such
+    /// entity is written with its owner in scope, not necessarily with the invitee (`RelayState.writeScope`), so only
+    /// the owner's version orders the writes to it: a slice gives their versions too, from the same snapshot, and a
+    /// cache of connected users places other relays' commits about those owners by them (`NoticeSequencer`).
+    public func ownersNamed(besides users: Set<String>) -> Set<String> {
+        var owners = Set(sessions.map(\.owner))
+        owners.formUnion(shares.map(\.owner))
+        owners.formUnion(alarms.map(\.owner))
+        owners.formUnion(meetings.map(\.owner))
+        owners.formUnion(standingShares.keys)
+        owners.formUnion(pauses.map(\.owner))
+        return owners.subtracting(users)
     }
 }

@@ -123,8 +123,9 @@ public final class PostgresStore: RelayStore {
         }
     }
 
-    /// As `load`, in one snapshot with the versions of exactly those users (0 for one no write concerned yet), so a
-    /// relay applies a notice's commit about them only when the slice did not already hold it.
+    /// As `load`, in one snapshot with the versions of those users and of the owners its rows name
+    /// (`StoredState.ownersNamed(besides:)`; 0 for one no write concerned yet), so a relay applies a notice's commit
+    /// about them only when the slice did not already hold it.
     public func loadSlice(of users: Set<String>) async throws -> StoredState {
         // PostgreSQL refuses NUL in TEXT; a name with NUL is nobody's.
         let names = users.filter { !$0.utf8.contains(0) }.sorted()
@@ -132,9 +133,11 @@ public final class PostgresStore: RelayStore {
             try await db.withTransaction(logger: logger) { db in
                 _ = try await db.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger).collect()
                 var stored = try await StoredState(db: db, concerning: names, logger: logger)
-                var versions = Dictionary(uniqueKeysWithValues: users.map { ($0, Int64(0)) })
+                let named = users.union(stored.ownersNamed(besides: users))
+                let versioned = named.filter { !$0.utf8.contains(0) }.sorted()
+                var versions = Dictionary(uniqueKeysWithValues: named.map { ($0, Int64(0)) })
                 for try await (user, version) in try await db.query(
-                    "SELECT username, version FROM user_versions WHERE username = ANY(\(names)::text[])", logger: logger
+                    "SELECT username, version FROM user_versions WHERE username = ANY(\(versioned)::text[])", logger: logger
                 ).decode((String, Int64).self) { versions[user] = version }
                 stored.versions = versions
                 return stored

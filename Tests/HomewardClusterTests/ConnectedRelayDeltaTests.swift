@@ -66,4 +66,57 @@ final class ConnectedRelayDeltaTests: XCTestCase {
             XCTAssertEqual(versions?[user] ?? 0, store.versions[user] ?? 0, "\(user)'s version as the store has it")
         }
     }
+
+    /// bob is resident on the other relay and on alice's list of standing shares; alice is not resident there (bob's
+    /// sign-in names nobody for that list), and no notice told it of her. Two commits about alice then arrive in the
+    /// wrong order (two relays writing about her within milliseconds): the slice that admitted bob gave alice's
+    /// version too, so the later one waits for the earlier one instead of being applied first and making the earlier
+    /// one look already held.
+    func testCommitsAboutTheOwnerOfWhatAResidentIsPartOfArePlacedInOrderFromTheSlice() async throws {
+        let aBus = RecordingBus()
+        let counting = Mutex<CountingStore?>(nil)
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+                                              wrapStore: { store in
+                                                  let wrapped = CountingStore(store, checksWrites: true)
+                                                  counting.withLock { $0 = wrapped }
+                                                  return wrapped
+                                              }, bus: aBus)
+        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
+        aBus.clear()
+
+        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false,
+                                    cache: .connected, clock: harness.clock.function)
+        await other.drain()
+        let bob = RecordingSink("bob")
+        let signedIn = await withCheckedContinuation { continuation in
+            other.serve(.hello(token: harness.tokens["bob"]!), auth: nil, peer: "test", sink: bob) { continuation.resume(returning: $0) }
+        }
+        guard case .authenticated = try signedIn.get().auth else { return XCTFail("bob did not sign in") }
+        await other.drain()
+        let residents = await other.residents
+        XCTAssertEqual(residents?.contains("alice"), false, "alice is not resident on the other relay")
+        let standing = await other.state.standing["alice"]
+        XCTAssertEqual(standing, ["bob"], "alice's list is in bob's part")
+        let known = await other.versions?["alice"]
+        XCTAssertEqual(known, store.versions["alice"], "bob's slice gave the version of the owner of that list")
+
+        _ = try await harness.ok(.shareAlways(with: ["bob", "carol"]), as: aliceAuth, sink: alice)
+        let earlier = aBus.notices
+        aBus.clear()
+        _ = try await harness.ok(.alarmContacts(usernames: ["carol"]), as: aliceAuth, sink: alice)
+        let later = aBus.notices
+        aBus.clear()
+        XCTAssertFalse(earlier.isEmpty || later.isEmpty)
+        let loads = store.loads
+        for notice in later + earlier { other.remoteChanges(notice) }
+        await other.drain()
+
+        let list = await other.state.standing["alice"]
+        XCTAssertEqual(list, ["bob", "carol"], "the earlier commit is in bob's part of the cache")
+        XCTAssertEqual(store.loads, loads, "placed in order from the notices, no reload")
+        let versions = await other.versions
+        XCTAssertEqual(versions?["alice"], store.versions["alice"])
+    }
 }

@@ -35,14 +35,18 @@ extension StoreContractTests {
     func aSliceHoldsWhatTheWholeLoadHoldsAboutItsUsersAndNoOneElsesPrivateRows(_ kind: StoreKind) async throws {
         try await with(kind) { subject in
             let store = try await subject.open()
+            var ownersNamed = 0
             try await storeScript(store) { step, loads in
                 let whole = loads[step]
                 for users in Self.sliceUsers.map({ Set([$0]) }) + [["ann", "bob"], ["cat", "dan", "eve"]] {
                     let slice = try await store.loadSlice(of: users)
                     #expect(LoadedRows(slice) == LoadedRows(whole.slice(of: users)), "slice of \(users) after commit \(step)")
+                    // Its users' versions and those of the owners of what it holds, from the same snapshot.
+                    let owners = slice.ownersNamed(besides: users)
+                    ownersNamed += owners.count
                     #expect(slice.versions == whole.versions.map { all in
-                        Dictionary(uniqueKeysWithValues: users.map { ($0, all[$0, default: 0]) })
-                    }, "versions of \(users) after commit \(step)")
+                        Dictionary(uniqueKeysWithValues: users.union(owners).map { ($0, all[$0, default: 0]) })
+                    }, "versions of \(users) and the owners \(owners) after commit \(step)")
                     // What is one user's alone is never in another's slice.
                     #expect(slice.users.allSatisfy { users.contains($0.username) })
                     #expect(slice.lastSeen.keys.allSatisfy(users.contains))
@@ -51,6 +55,7 @@ extension StoreContractTests {
                     #expect(slice.alarmContacts.keys.allSatisfy(users.contains))
                 }
             }
+            #expect(ownersNamed > 0, "the script gives some of the users a part in what others own")
             try await subject.close(store)
         }
     }

@@ -59,7 +59,9 @@ final class CountingStore: RelayStore {
         var stored = try await store.loadSlice(of: users)
         stored.versions = counted.withLock { counted in
             counted.slices.append(users)
-            return Dictionary(uniqueKeysWithValues: users.map { ($0, counted.versions[$0, default: 0]) })
+            return Dictionary(uniqueKeysWithValues: users.union(stored.ownersNamed(besides: users)).map {
+                ($0, counted.versions[$0, default: 0])
+            })
         }
         return stored
     }
