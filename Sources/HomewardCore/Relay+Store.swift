@@ -121,9 +121,19 @@ extension Relay {
     func tookVersions(of slice: StoredState, readFor users: Set<String>) {
         writes.sliceReadBack(of: users, versions: slice.versions ?? [:])
         if let resident = state.resident, let read = slice.versions {
-            writes.versionsMoved(read.filter { !users.contains($0.key) && !resident.contains($0.key) })
+            writes.versionsMoved(ownerVersions(in: read.filter { !users.contains($0.key) && !resident.contains($0.key) }))
         }
         cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
+    }
+
+    /// Of the versions a read gave for owners not resident, those a cache of connected users may take: a slice's
+    /// version of an owner vouches for what the slice holds of theirs (the residents' part), not for the rest the cache
+    /// keeps of them, which a commit skipped as already held would leave behind (one committed before the read whose
+    /// notice comes after it). For an owner whose timers this relay fires that rest matters (a session they started
+    /// with someone else has a deadline only the cache knows), so their version is not taken and their commits are
+    /// applied as they come, as before the cache heard of them.
+    private func ownerVersions(in read: UserVersions) -> UserVersions {
+        read.filter { !timerShards.owns($0.key) }
     }
 
     /// The store's state, or nil when it did not come within `limit` (the load goes on unheard).
@@ -141,7 +151,14 @@ extension Relay {
 
     /// The rest of a reload once the store's state is read (`reloadFromStore`).
     private func reloaded(from stored: StoredState, generation: Int?, afterRemoteChange: Bool) async -> Bool {
-        if writes.readBack(versions: stored.versions) { logger.notice("storage is back; state read back from it") }
+        // A cache of connected users read its residents' slices: their versions, and those of the owners they name
+        // that it may take (`ownerVersions(in:)`).
+        let read = state.resident.map { residents in
+            stored.versions.map { versions in
+                versions.filter { residents.contains($0.key) }.merging(ownerVersions(in: versions)) { resident, _ in resident }
+            }
+        } ?? stored.versions
+        if writes.readBack(versions: read) { logger.notice("storage is back; state read back from it") }
         cluster.freshness.currentWithStore(onBus: generation)
         // Users with pauses too: their positions are recorded under their restriction, owners or not.
         let before = state.owners.union(state.pausedUsers)

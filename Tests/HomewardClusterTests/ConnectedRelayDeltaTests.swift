@@ -119,4 +119,45 @@ final class ConnectedRelayDeltaTests: XCTestCase {
         let versions = await other.versions
         XCTAssertEqual(versions?["alice"], store.versions["alice"])
     }
+
+    /// The same, on a relay that fires alice's timers: alice starts a session with carol alone (not in bob's part)
+    /// before bob's slice is read, and its notice comes after. The slice's version of alice does not vouch for that
+    /// session, so it is not taken: the notice is applied as it comes, and the session's deadline is known here.
+    func testTheOwnersVersionIsNotTakenFromASliceByTheRelayFiringTheirTimers() async throws {
+        let aBus = RecordingBus()
+        let counting = Mutex<CountingStore?>(nil)
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+                                              wrapStore: { store in
+                                                  let wrapped = CountingStore(store, checksWrites: true)
+                                                  counting.withLock { $0 = wrapped }
+                                                  return wrapped
+                                              }, bus: aBus)
+        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
+        aBus.clear()
+        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: true,
+                                    cache: .connected, clock: harness.clock.function)
+        await other.drain()
+
+        let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["carol"], checkInBy: harness.clock.now + 600_000)),
+                                           as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        let late = aBus.notices
+        aBus.clear()
+        let bob = RecordingSink("bob")
+        let signedIn = await withCheckedContinuation { continuation in
+            other.serve(.hello(token: harness.tokens["bob"]!), auth: nil, peer: "test", sink: bob) { continuation.resume(returning: $0) }
+        }
+        guard case .authenticated = try signedIn.get().auth else { return XCTFail("bob did not sign in") }
+        await other.drain()
+        let known = await other.versions?["alice"]
+        XCTAssertNil(known, "alice's timers fire here: her version is not taken from bob's slice")
+        for notice in late { other.remoteChanges(notice) }
+        await other.drain()
+
+        let session = await other.state.sessions[id]
+        XCTAssertEqual(session?.owner, "alice", "the session committed before bob's slice and heard after it is in the cache")
+        XCTAssertNotNil(session?.checkInBy)
+    }
 }
