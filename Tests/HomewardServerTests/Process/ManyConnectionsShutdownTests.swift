@@ -8,8 +8,8 @@ import XCTest
 
 /// SIGTERM to a relay with many connections, on a store with many walks under way: it closes every connection
 /// with 1001, stores the last-seen time of everyone who was connected, and exits within a bound that does not grow
-/// with the connections times the walks. (Each closed connection used to be a turn of the relay's own that looked
-/// through every pending deadline; with thousands of connections and walks the relay took minutes to stop.)
+/// with the connections times the walks (a look through every pending deadline per closed connection would take
+/// about a minute here).
 final class ManyConnectionsShutdownTests: XCTestCase {
     /// Connected users, each the owner of a walk (their going offline starts its lost-contact deadline).
     static let connected = 600
