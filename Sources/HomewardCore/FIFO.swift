@@ -11,6 +11,14 @@ struct FIFO<Element> {
         incoming.append(element)
     }
 
+    /// Lets `merge` change the element appended last, if it is still there; returns what `merge` returned (false
+    /// when there is none): the caller appends a new element instead.
+    mutating func mergeIntoLast(_ merge: (inout Element) -> Bool) -> Bool {
+        if !incoming.isEmpty { return merge(&incoming[incoming.count - 1]) }
+        if !outgoing.isEmpty { return merge(&outgoing[0]) }
+        return false
+    }
+
     mutating func popFirst() -> Element? {
         if outgoing.isEmpty {
             guard !incoming.isEmpty else { return nil }

@@ -159,13 +159,28 @@ extension Relay {
     }
 
     func detach(_ username: String, _ sink: any ClientSink) {
+        if leave(username, sink) { armTimer() }
+    }
+
+    /// Closed connections, in the order they closed, as one command: each leaves, and the timer is armed once.
+    /// (When many connections close at once, as at shutdown, arming it after each would look through every
+    /// pending deadline once per connection.)
+    func detach(_ departures: [Departure]) {
+        var deadlinesMoved = false
+        for departure in departures where leave(departure.key, departure.sink) { deadlinesMoved = true }
+        if deadlinesMoved { armTimer() }
+    }
+
+    /// `detach` but for the timer: returns whether a deadline moved (an owner's session lost contact), so that
+    /// `armTimer` must look again.
+    private func leave(_ username: String, _ sink: any ClientSink) -> Bool {
         if ShareLink.isViewerKey(username) {
             presence.detachViewer(username, sink)
-            return
+            return false
         }
         signedInTokens.forget(sink)
         let now = clock()
-        guard presence.detach(username, sink, now: now) else { return }
+        guard presence.detach(username, sink, now: now) else { return false }
         if writes.lastSeen(username, at: now) {
             executor.queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { [weak self] in
                 self?.submit(.saveLastSeen)
@@ -174,10 +189,9 @@ extension Relay {
         usersOnline.record(presence.onlineUserCount)
         presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
-        guard !presence.isOnlineElsewhere(username) else { return }
+        guard !presence.isOnlineElsewhere(username) else { return false }
         announcePresence(username, online: false, at: now)
-        state.ownerWentOffline(username, at: now)
-        armTimer()
+        return state.ownerWentOffline(username, at: now)
     }
 
     func saveLastSeen() async {

@@ -224,8 +224,31 @@ public actor Relay {
     }
 
     /// Forgets a closed connection: a user's, or a share-link viewer's (`ShareLink.viewerKey`).
+    ///
+    /// Joins the disconnects submitted just before it, if nothing else came between: many connections closing at
+    /// once (a relay shutting down, a network outage) are one command, not one per connection.
     public nonisolated func disconnect(_ username: String, sink: any ClientSink) {
-        submit(.disconnect(username, sink))
+        let departure = Departure(key: username, sink: sink)
+        let start = mailbox.withLock { mailbox in
+            if !mailbox.commands.mergeIntoLast({ Self.join(departure, to: &$0) }) {
+                mailbox.commands.append(.disconnect([departure]))
+                mailbox.submitted += 1
+            }
+            guard !mailbox.running else { return false }
+            mailbox.running = true
+            return true
+        }
+        if start { startMailbox() }
+    }
+
+    /// Adds `departure` to `command` if it is a `disconnect`.
+    private static func join(_ departure: Departure, to command: inout Command) -> Bool {
+        guard case .disconnect(var departures) = command else { return false }
+        // A placeholder meanwhile, so that the list has one owner and grows in place instead of being copied.
+        command = .refresh
+        departures.append(departure)
+        command = .disconnect(departures)
+        return true
     }
 
     /// Does whatever the safety extensions have due by the clock's current time.
@@ -268,7 +291,8 @@ public actor Relay {
         case decideAgain(Redecision)
         /// A password was hashed or checked off the queue; the rest of `register`/`login` runs in turn.
         case passwordChecked(PasswordCheck, peer: String, previous: Authentication?, sink: any ClientSink, done: Completion)
-        case disconnect(String, any ClientSink)
+        /// Closed connections, in the order they closed (`disconnect`).
+        case disconnect([Departure])
         /// A `push.subscribe` whose endpoint and keys were checked off the queue; stored in turn.
         case pushChecked(Request.PushSubscribe, auth: Authentication, done: Completion)
         case removePushSubscription(String)
@@ -294,6 +318,12 @@ public actor Relay {
         /// The timer lease gives this relay these shards (`Relay+Cluster`, `takeTimerShards`).
         case timerShards(TimerShards, CheckedContinuation<Void, Never>)
         case stopBus(CheckedContinuation<Void, Never>)
+    }
+
+    /// A closed connection: whose it was (a username, or a link's viewer key) and its sink.
+    struct Departure: Sendable {
+        let key: String
+        let sink: any ClientSink
     }
 
     enum PasswordCheck: Sendable {
@@ -418,8 +448,8 @@ public actor Relay {
         case .passwordChecked(let check, let peer, let previous, let sink, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await finish(check, peer: peer, previous: previous, sink: sink, done: done)
-        case .disconnect(let username, let sink):
-            detach(username, sink)
+        case .disconnect(let departures):
+            detach(departures)
         case .pushChecked(let subscription, let auth, let done):
             guard await stateIsStored() else { return done(.failure(Self.storageUnavailable)) }
             await subscribePush(subscription, auth: auth, done: done)
@@ -494,8 +524,15 @@ public actor Relay {
             again.done(.failure(.storage("the relay is shutting down; try again")))
         case .serve(_, _, _, _, let done), .passwordChecked(_, _, _, _, let done), .pushChecked(_, _, let done):
             done(.failure(.storage("the relay is shutting down; try again")))
-        case .disconnect(let username, let sink):
-            if ShareLink.isViewerKey(username) { presence.detachViewer(username, sink) } else { _ = presence.detach(username, sink, now: clock()) }
+        case .disconnect(let departures):
+            let now = clock()
+            for departure in departures {
+                if ShareLink.isViewerKey(departure.key) {
+                    presence.detachViewer(departure.key, departure.sink)
+                } else {
+                    _ = presence.detach(departure.key, departure.sink, now: now)
+                }
+            }
         case .fireDue(let continuation):
             continuation?.resume()
         case .timerShards(let shards, let continuation):

@@ -28,9 +28,12 @@ extension RelayState {
         return finishSession(id, reason: "arrived", now: now)
     }
 
-    public mutating func ownerWentOffline(_ owner: String, at time: Int64) {
-        guard sessionByOwner[owner] != nil else { return }
+    /// Returns whether `owner` has a session, whose lost-contact deadline now counts from `time`.
+    @discardableResult
+    public mutating func ownerWentOffline(_ owner: String, at time: Int64) -> Bool {
+        guard sessionByOwner[owner] != nil else { return false }
         offlineOwners[owner] = time
+        return true
     }
 
     /// The owner is connected to another relay (which tells observers if contact was lost and is back).

@@ -42,7 +42,7 @@ final class DeadlineCall<T: Sendable>: Sendable {
                completion: @escaping @Sendable (Result<T, any Error>) -> Void) -> Task<Void, Never> {
         state.withLock { $0.completion = completion }
         let deadline = DeadlineWatch.shared.add(after: timeout) { [self] in
-            finish(.failure(PostgresStoreError.timeout(operation: operation, after: timeout)))?.cancel()
+            finish(.failure(PostgresStoreError.timeout(operation: operation, after: timeout)))
         }
         let work = Task {
             let result: Result<T, any Error>
@@ -83,6 +83,12 @@ final class DeadlineCall<T: Sendable>: Sendable {
 
 /// Every pending call's deadline, on one Dispatch timer armed at the earliest of them.
 ///
+/// When deadlines expire, every caller is answered first, on the watch's queue; only then are the calls' tasks
+/// cancelled, each on a queue of its own (`cancellations`). Cancelling runs the task's cancellation handlers
+/// where `cancel()` is called, and one of them may be slow (a connection's close, a lock): run inline, it would
+/// hold up the answers of the other calls expiring with it, just when the store stopped answering and every
+/// caller waits for its deadline.
+///
 /// Calls end long before their deadline, and each new deadline is later than those already pending, so under load
 /// adding and removing one touches only a dictionary under a lock: the timer is moved only when a deadline earlier
 /// than the one it is armed for comes (the first call after an idle spell, a call with a shorter timeout), and it
@@ -92,7 +98,8 @@ final class DeadlineWatch: Sendable {
 
     private struct Entry {
         let deadline: UInt64
-        let expire: @Sendable () -> Void
+        /// Answers the caller; returns the call's task to cancel, if it is still running.
+        let expire: @Sendable () -> Task<Void, Never>?
     }
 
     private struct State {
@@ -105,9 +112,13 @@ final class DeadlineWatch: Sendable {
 
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "homeward.postgres.deadlines")
+    /// Where the expired calls' tasks are cancelled, each on its own: concurrent, so that a slow cancellation
+    /// holds up no other.
+    private let cancellations = DispatchQueue(label: "homeward.postgres.deadline-cancellations", attributes: .concurrent)
 
-    /// Runs `expire` on the watch's queue once `timeout` has passed, unless `remove` comes first.
-    func add(after timeout: Duration, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
+    /// Runs `expire` on the watch's queue once `timeout` has passed, unless `remove` comes first, then cancels the
+    /// task it returns on another queue.
+    func add(after timeout: Duration, _ expire: @escaping @Sendable () -> Task<Void, Never>?) -> UInt64 {
         let deadline = DispatchTime.now().uptimeNanoseconds &+ Self.nanoseconds(timeout)
         return state.withLock { state in
             let id = state.nextID
@@ -142,14 +153,16 @@ final class DeadlineWatch: Sendable {
 
     private func fire() {
         let now = DispatchTime.now().uptimeNanoseconds
-        let expired = state.withLock { state -> [@Sendable () -> Void] in
+        let expired = state.withLock { state -> [@Sendable () -> Task<Void, Never>?] in
             state.armedAt = nil
             let due = state.entries.filter { $0.value.deadline <= now }
             for id in due.keys { state.entries.removeValue(forKey: id) }
             if let next = state.entries.values.lazy.map(\.deadline).min() { arm(&state, at: next) }
             return due.values.sorted { $0.deadline < $1.deadline }.map(\.expire)
         }
-        for expire in expired { expire() }
+        // Every caller is answered before any task is cancelled.
+        let running = expired.compactMap { expire in expire() }
+        for work in running { cancellations.async { work.cancel() } }
     }
 
     private static func nanoseconds(_ duration: Duration) -> UInt64 {

@@ -78,14 +78,23 @@ final class ConnectionLoop: @unchecked Sendable {
         return connections.count
     }
 
-    /// Sends every connection on this loop a close frame with `code`; the future completes when the last
-    /// of them has left (as NIO's `ServerQuiescingHelper` does for a server: no polling).
-    func closeAll(_ code: CloseCode, reason: String) -> EventLoopFuture<Void> {
+    /// Sends every connection on this loop a close frame with `code` and closes it once the frame is written; those
+    /// still open after `grace` (a client that does not read, or whose socket is full) are closed whether their frame
+    /// left or not. The future completes when the last of them has left (as NIO's `ServerQuiescingHelper` does for a
+    /// server: no polling).
+    ///
+    /// One timer for the loop rather than one per connection (`closeNow`): each connection's would be cancelled
+    /// as it closes, and cancelling searches the loop's scheduled tasks, thousands of them at shutdown.
+    func closeAll(_ code: CloseCode, reason: String, grace: TimeAmount) -> EventLoopFuture<Void> {
         eventLoop.preconditionInEventLoop()
-        for connection in connections.values { connection.closeNow(code, reason: reason) }
+        for connection in connections.values { connection.closeWithoutTimer(code, reason: reason) }
         guard !connections.isEmpty else { return eventLoop.makeSucceededVoidFuture() }
         let promise = emptied ?? eventLoop.makePromise()
         emptied = promise
+        let dropLate = eventLoop.scheduleTask(in: grace) {
+            for connection in self.connections.values { connection.drop() }
+        }
+        promise.futureResult.whenComplete { _ in dropLate.cancel() }
         return promise.futureResult
     }
 

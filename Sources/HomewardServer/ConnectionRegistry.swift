@@ -19,13 +19,16 @@ struct ConnectionRegistry: Sendable {
         return loop
     }
 
-    /// Closes every connection with `code` and waits until they are gone, or `timeout` passes.
-    func closeAll(_ code: CloseCode, reason: String, timeout: TimeAmount) async {
+    /// Closes every connection with `code` (`ConnectionLoop.closeAll`: those still open after `grace` are closed
+    /// without the close frame) and waits until they are gone, at most a second longer than `grace`.
+    func closeAll(_ code: CloseCode, reason: String, grace: TimeAmount) async {
         guard let any = loops.values.first?.eventLoop else { return }
         let done = any.makePromise(of: Void.self)
-        let closed = loops.values.map { loop in loop.eventLoop.flatSubmit { loop.closeAll(code, reason: reason) } }
+        let closed = loops.values.map { loop in loop.eventLoop.flatSubmit { loop.closeAll(code, reason: reason, grace: grace) } }
         EventLoopFuture.andAllComplete(closed, on: any).whenComplete { _ in done.succeed() }
-        let deadline = any.scheduleTask(in: timeout) { done.succeed() }
+        // A dropped connection may still wait for its peer's TLS close_notify (at most the TLS handler's own 5 s): the
+        // shutdown goes on meanwhile; the event loops' shutdown, the last step, waits for what is left.
+        let deadline = any.scheduleTask(in: grace + .seconds(1)) { done.succeed() }
         try? await done.futureResult.get()
         deadline.cancel()
     }

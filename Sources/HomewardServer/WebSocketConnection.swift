@@ -313,9 +313,28 @@ final class WebSocketConnection: ChannelInboundHandler {
         }
     }
 
-    /// Sends a close frame, then closes the connection once it is written.
+    /// Sends a close frame, then closes the connection once it is written, or after `closeFrameTimeout` without it.
     func closeNow(_ code: CloseCode, reason: String) {
-        guard let context, machine.startClosing() else { return }
+        guard let loopBound = sendCloseFrame(code, reason: reason) else { return }
+        // The client may not read the frame (or what the socket still holds before it) in time.
+        closeTimer = eventLoop.scheduleTask(in: Self.closeFrameTimeout) { loopBound.value.close(promise: nil) }
+    }
+
+    /// `closeNow` with no timer of its own: whoever calls this (`ConnectionLoop.closeAll`) closes the connection
+    /// with `drop` if it is still open after a while.
+    func closeWithoutTimer(_ code: CloseCode, reason: String) {
+        _ = sendCloseFrame(code, reason: reason)
+    }
+
+    /// Closes the connection now, whether its close frame has left or not (at shutdown, once the grace is over).
+    func drop() {
+        context?.close(promise: nil)
+    }
+
+    /// Sends a close frame and closes the connection once it is written; returns the context to close it by
+    /// when it is not (nil: closing already).
+    private func sendCloseFrame(_ code: CloseCode, reason: String) -> NIOLoopBound<ChannelHandlerContext>? {
+        guard let context, machine.startClosing() else { return nil }
         // Nothing the client sends from now on is served; reading it would only cost the loop.
         setReading(false, context: context)
         // The close frame goes ahead of whatever still waits for a slow client (those messages are dropped),
@@ -328,7 +347,6 @@ final class WebSocketConnection: ChannelInboundHandler {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
             .whenComplete { _ in loopBound.value.close(promise: nil) }
-        // The client may not read the frame (or what the socket still holds before it) in time.
-        closeTimer = eventLoop.scheduleTask(in: Self.closeFrameTimeout) { loopBound.value.close(promise: nil) }
+        return loopBound
     }
 }

@@ -192,7 +192,8 @@ struct CacheBench: AsyncParsableCommand {
 struct City {
     let users: Int
     let friendships: Int
-    private var random = SplitMix(seed: 13)
+    /// Seeded, so every run builds the same city.
+    private var random = SplitMix64(seed: 13)
     private var serial = 0
     private var pendingRequests: [(String, String)] = []
     private var openSessions: [FollowSession] = []
@@ -296,19 +297,6 @@ struct City {
                               recipients: [someone(), someone()])
             return [.saveAlarm(alarm)]
         }
-    }
-}
-
-/// A small, seeded generator, so every run builds the same city.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

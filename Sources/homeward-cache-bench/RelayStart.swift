@@ -80,25 +80,32 @@ struct RelayStart {
         defer { for socket in sockets { socket.close() } }
         try await Task.sleep(for: .seconds(3))
         let resident = SystemInfo.residentBytes(pid) ?? 0
-        first.close()
         print("\(mode): \(sockets.count) users signed in (\(connect - sockets.count) failed) in \(CacheBench.ms(connectTime)) ms, "
             + "RSS \(resident / 1_048_576) MiB")
+        // Stopped with everyone still connected, as an operator's `systemctl stop` finds it.
+        if let stopTime = Self.stop(relay) {
+            print("\(mode): stopped \(CacheBench.ms(stopTime)) ms after SIGTERM with \(sockets.count + 1) connections open")
+        }
+        first.close()
         return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
                       connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
     }
 
     /// SIGTERM, and SIGKILL when the relay is still there 30 s later: a relay still loading a whole store (or
-    /// stopping slowly) must not hold the next mode's port and memory.
-    static func stop(_ relay: ManagedProcess) {
-        guard let pid = relay.pid else { return }
+    /// stopping slowly) must not hold the next mode's port and memory. Returns how long it took to exit (nil: it
+    /// had exited already, or was killed).
+    @discardableResult
+    static func stop(_ relay: ManagedProcess) -> Duration? {
+        guard let pid = relay.pid else { return nil }
+        let start = ContinuousClock.now
         kill(pid, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while relay.pid != nil, ContinuousClock.now < deadline { usleep(50_000) }
-        if relay.pid != nil {
-            print("the relay did not stop within 30 s of SIGTERM: killed")
-            kill(pid, SIGKILL)
-            relay.terminate()
-        }
+        let deadline = start + .seconds(30)
+        while relay.pid != nil, ContinuousClock.now < deadline { usleep(20_000) }
+        guard relay.pid != nil else { return ContinuousClock.now - start }
+        print("the relay did not stop within 30 s of SIGTERM: killed")
+        kill(pid, SIGKILL)
+        relay.terminate()
+        return nil
     }
 
     /// Tries to sign user0 in every 20 ms until the relay answers: nothing listens until it has loaded its cache.

@@ -29,12 +29,13 @@ final class PipelinedCommitTests: XCTestCase {
         let relay = harness.relay
         let replies = Replies()
         relay.serve(.alarmRaise(Request.AlarmRaise(text: "first")), auth: aliceAuth, peer: "test", sink: alice, done: replies.record(0))
-        await store.writeIsHeld()
+        try await withTimeout(10, "alice's batch at the store") { await store.writeIsHeld() }
         let submitted = relay.mailbox.withLock { $0.submitted }
         relay.serve(.alarmRaise(Request.AlarmRaise(text: "second")), auth: bobAuth, peer: "test", sink: bob, done: replies.record(1))
         // Nothing to await: the mailbox goes idle once bob's request is decided and staged behind alice's batch.
         try await withTimeout(10, "bob's alarm decided") {
             while relay.mailbox.withLock({ $0.submitted == submitted || $0.running || $0.taken < $0.submitted }) {
+                try Task.checkCancellation()
                 await Task.yield()
             }
         }
@@ -43,7 +44,23 @@ final class PipelinedCommitTests: XCTestCase {
         bus.holdFlushes()
         store.releaseWrites()
         store.holdWrites()
-        try await withTimeout(10, "bob's batch at the store while alice's notice is unconfirmed") { await store.writeIsHeld() }
+        do {
+            try await withTimeout(10, "bob's batch at the store while alice's notice is unconfirmed") { await store.writeIsHeld() }
+        } catch {
+            // A relay that sends the next batch only once the notice is confirmed: it waits for the bus forever.
+            bus.releaseFlushes()
+            store.releaseWrites()
+            XCTFail("bob's batch did not go to the store while alice's notice waited for its confirmation")
+            throw error
+        }
+        // alice's notice is published in the same turn of the mailbox, just after bob's batch was handed over: this
+        // task may look before it is out. (Nothing to await on the recording bus: its log is polled, yielding.)
+        try await withTimeout(10, "alice's notice published") {
+            while bus.notices.isEmpty {
+                try Task.checkCancellation()
+                await Task.yield()
+            }
+        }
         XCTAssertEqual(bus.notices.count, 1, "alice's commit is told, bob's is not stored yet: \(bus.notices)")
         XCTAssertEqual(carol.events("alarm"), [], "nothing of alice's batch is heard before its notice is confirmed")
         XCTAssertEqual(alice.events("alarm"), [])

@@ -12,8 +12,15 @@ package final class InstrumentedStore: RelayStore {
     private let store: any RelayStore
     private let counts = Mutex((commits: 0, failuresAhead: [Int](), batches: [[StoreChange]]()))
     /// While held, writes wait: an operation stays with the relay until `releaseWrites`.
-    private let writeGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>](),
-                                   watchers: [CheckedContinuation<Void, Never>]()))
+    private let writeGate = Mutex(WriteGate())
+
+    private struct WriteGate {
+        var held = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// Those waiting in `writeIsHeld`, by a number of their own (so that a cancelled one can leave).
+        var watchers: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWatcher = 0
+    }
 
     package init(_ store: any RelayStore) { self.store = store }
 
@@ -54,7 +61,7 @@ package final class InstrumentedStore: RelayStore {
                 guard gate.held else { return (true, [CheckedContinuation<Void, Never>]()) }
                 gate.waiting.append(continuation)
                 defer { gate.watchers.removeAll() }
-                return (false, gate.watchers)
+                return (false, Array(gate.watchers.values))
             }
             for watcher in watchers { watcher.resume() }
             if pass { continuation.resume() }
@@ -82,14 +89,24 @@ package final class InstrumentedStore: RelayStore {
         writeGate.withLock { $0.held = true }
     }
 
-    /// Returns once a write is waiting at the held gate (see `holdWrites`).
+    /// Returns once a write is waiting at the held gate (see `holdWrites`), or once the waiting task is cancelled:
+    /// under `withTimeout`, a write that never comes fails the test with what it waited for instead of hanging it.
     package func writeIsHeld() async {
-        await withCheckedContinuation { continuation in
-            let now = writeGate.withLock { gate in
-                if gate.waiting.isEmpty { gate.watchers.append(continuation) }
-                return !gate.waiting.isEmpty
+        let id = writeGate.withLock { gate in
+            defer { gate.nextWatcher += 1 }
+            return gate.nextWatcher
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = writeGate.withLock { gate in
+                    guard gate.waiting.isEmpty, !Task.isCancelled else { return true }
+                    gate.watchers[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            writeGate.withLock { $0.watchers.removeValue(forKey: id) }?.resume()
         }
     }
 

@@ -57,6 +57,43 @@ struct PostgresDeadlineTests {
         #expect(short.count == 1)
     }
 
+    /// A call's task is cancelled once its caller is answered, and off the watch's queue: a cancellation handler
+    /// that takes long (a connection's close, a lock) holds up no other call's deadline. Here one blocks its
+    /// thread until the test lets it go (at most 10 s, so that the test ends either way).
+    @Test func aSlowCancellationDoesNotDelayAnotherCallsDeadline() async throws {
+        let letGo = DispatchSemaphore(value: 0)
+        let cancelling = Gate()
+        let slowGate = Gate(), otherGate = Gate()
+        let slow = Answers<String>(), other = Answers<String>()
+        let slowWork = DeadlineCall<String>().start(.milliseconds(100), operation: "slow to cancel", {
+            await withTaskCancellationHandler {
+                await slowGate.wait()
+            } onCancel: {
+                cancelling.open()
+                _ = letGo.wait(timeout: .now() + 10)
+            }
+            return "slow"
+        }, completion: slow.record)
+        try await withTimeout(20, "the slow call's cancellation under way") { await cancelling.wait() }
+        #expect(slow.count == 1, "the slow call was answered before its task was cancelled")
+
+        let started = ContinuousClock.now
+        let otherWork = DeadlineCall<String>().start(.milliseconds(100), operation: "other", {
+            await otherGate.wait()
+            return "other"
+        }, completion: other.record)
+        let answer = try await withTimeout(20, "the other call's deadline answer") { await other.first() }
+        let waited = try #require(other.firstAt) - started
+        letGo.signal()
+        #expect(answer.isTimeout, "\(answer)")
+        // Loose for a loaded machine; a cancellation on the watch's queue would answer 10 s late.
+        #expect(waited < .seconds(5), "the other call was answered \(waited) after it started, not at its deadline")
+        slowGate.open()
+        otherGate.open()
+        await slowWork.value
+        await otherWork.value
+    }
+
     @Test func aBodyThatEndsInTimeIsTheAnswer() async throws {
         let value = try await withDeadline(.seconds(30), operation: "quick") { 42 }
         #expect(value == 42)

@@ -1,4 +1,5 @@
 import Foundation
+import HomewardProtocol
 
 /// Makes a true position look like a phone's GPS fix of a given accuracy.
 ///
@@ -9,11 +10,11 @@ public struct GPSNoise: Sendable {
     public static let radiusPerSigma = 1.5096
 
     public var accuracy: Double
-    private var random: SeededRandom
+    private var random: SplitMix64
 
     public init(accuracy: Double, seed: UInt64) {
         self.accuracy = max(0, accuracy)
-        self.random = SeededRandom(seed: seed)
+        self.random = SplitMix64(seed: seed)
     }
 
     /// `coordinate` moved by a random error of the configured accuracy.

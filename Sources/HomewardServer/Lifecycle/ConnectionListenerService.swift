@@ -13,8 +13,8 @@ struct Listening: Sendable {
 }
 
 /// The TLS port: binds once the relay has loaded, and at graceful shutdown (the first service the group
-/// stops) stops accepting and closes every connection with 1001, giving clients up to 5 seconds for the
-/// closing handshake. The relay behind it then drains and closes.
+/// stops) stops accepting and closes every connection with 1001: each once its close frame is written, and
+/// those still open after `closeGrace` without it. The relay behind it then drains and closes.
 struct ConnectionListenerService: Service, CustomStringConvertible {
     let configuration: RelayConfiguration
     let logger: Logger
@@ -29,6 +29,9 @@ struct ConnectionListenerService: Service, CustomStringConvertible {
     let metricsPort: ReadySignal<Int?>
     let listening: ReadySignal<Listening>
     var description: String { "listener" }
+
+    /// How long a connection's close frame may take to leave at shutdown before the connection is closed without it.
+    static let closeGrace = WebSocketConnection.closeFrameTimeout
 
     func run() async throws {
         let channel: any Channel
@@ -48,7 +51,7 @@ struct ConnectionListenerService: Service, CustomStringConvertible {
         try? await gracefulShutdown()
         logger.info("shutting down")
         try? await channel.close()
-        await connections.closeAll(.goingAway, reason: "relay shutting down", timeout: .seconds(5))
+        await connections.closeAll(.goingAway, reason: "relay shutting down", grace: Self.closeGrace)
     }
 
     private func bind(_ pipeline: PipelineFactory) async throws -> any Channel {

@@ -45,26 +45,13 @@ enum ConnectedCacheStep: CustomStringConvertible {
     }
 }
 
-/// A small deterministic generator (SplitMix64), so that a failing sequence can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Random steps drawn from what the whole cache holds, so that most of them do something (accept a request that
 /// is pending, answer an invitation that was sent) and some are refused (a stranger, an unknown id).
 struct ConnectedCacheScript {
     static let names = ["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kai", "leo", "max", "ned",
                         "oli", "pam", "quy", "ray", "sam", "tom", "uma", "val", "wes", "xan", "yul"]
-    var random: SeededGenerator
+    /// Seeded, so that a failing sequence can be replayed from its seed.
+    var random: SplitMix64
     var registered: [String]
     var minted: [String] = []
     /// Who acts, mostly, when set: the users connected to the relay under test, a few of many, so that most
@@ -72,7 +59,7 @@ struct ConnectedCacheScript {
     var connected: [String]?
 
     init(seed: UInt64, registered: [String]) {
-        random = SeededGenerator(seed: seed)
+        random = SplitMix64(seed: seed)
         self.registered = registered
     }
 

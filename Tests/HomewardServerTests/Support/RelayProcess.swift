@@ -32,9 +32,19 @@ final class RelayProcess: Sendable {
     }
 
     /// Starts the relay on a free loopback port with a new data directory; `arguments` are extra flags,
-    /// `environment` extra variables.
-    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> RelayProcess {
+    /// `environment` extra variables. `prepare` gets the data directory, made and empty, before the relay starts
+    /// (to fill its store).
+    static func start(_ arguments: [String] = [], environment: [String: String] = [:],
+                      prepare: ((String) async throws -> Void)? = nil) async throws -> RelayProcess {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-kill-\(UUID().uuidString)").path
+        if let prepare {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            do { try await prepare(directory) } catch {
+                try? FileManager.default.removeItem(atPath: directory)
+                throw error
+            }
+        }
         let relay = RelayProcess(dataDirectory: directory, arguments: arguments, environment: environment)
         try await relay.launch()
         return relay
