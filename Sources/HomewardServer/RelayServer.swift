@@ -135,7 +135,6 @@ public struct RelayServer: Sendable {
         services.append(ClientService(description: "push HTTP client") { try? await pushSender.shutdown() })
         if let lease = timerLease(bus: bus) { services.append(TimerLeaseService(lease: lease, relay: started)) }
         services.append(PushWorkerService(relay: started))
-        services.append(FreedMemoryService(relay: started))
         services.append(RelayCoreService(configuration: config, store: store.store, wrapStore: wrapStore, bus: bus,
                                          pushSender: pushSender, metrics: factory, logger: logger, started: started))
         if let address = config.metricsListen {
