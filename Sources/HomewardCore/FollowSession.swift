@@ -12,7 +12,9 @@ public struct FollowSession: Sendable, Equatable {
     public let startedAt: Int64
     /// Invitees in the order they were invited.
     public private(set) var invitees: [String] = []
-    public private(set) var states: [String: InviteState] = [:]
+    /// Each invitee's state, at the invitee's index: a session has a few invitees, and a relay caching connected
+    /// users holds every active session from its start, so an array costs less than a dictionary per session.
+    private var states: [InviteState] = []
 
     // Safety extensions.
     /// Unix ms by which the owner must check in; cleared when the deadline fires.
@@ -29,17 +31,23 @@ public struct FollowSession: Sendable, Equatable {
         self.startedAt = startedAt
     }
 
-    public var observers: [String] { invitees.filter { states[$0] == .accepted } }
+    public var observers: [String] { zip(invitees, states).filter { $0.1 == .accepted }.map(\.0) }
 
-    public func state(of username: String) -> InviteState? { states[username] }
+    public func state(of username: String) -> InviteState? { invitees.firstIndex(of: username).map { states[$0] } }
 
     public mutating func set(_ state: InviteState, for username: String) {
-        if states.updateValue(state, forKey: username) == nil { invitees.append(username) }
+        if let index = invitees.firstIndex(of: username) {
+            states[index] = state
+        } else {
+            invitees.append(username)
+            states.append(state)
+        }
     }
 
     public mutating func remove(_ username: String) {
-        guard states.removeValue(forKey: username) != nil else { return }
-        invitees.removeAll { $0 == username }
+        guard let index = invitees.firstIndex(of: username) else { return }
+        invitees.remove(at: index)
+        states.remove(at: index)
     }
 
     /// The session as clients see it.

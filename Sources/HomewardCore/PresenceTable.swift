@@ -53,10 +53,11 @@ public final class PresenceTable: PresenceView, Sendable {
         var reachNames: [String] = []
         /// Users whose reach includes this user: their sinks change with this user's connections.
         var receivesFrom: Set<String> = []
-        /// The destination of the user's active session, tested against each of their positions.
-        var destination: (sessionId: String, destination: Destination)?
+        /// The destination of the user's active session, tested against each of their positions (out of line,
+        /// as the trail: most entries are of users who are not walking).
+        var destination = OutOfLine<(sessionId: String, destination: Destination)>()
         /// The path of the user's active session, recorded with each of their positions (`SessionTrail`).
-        var trail: SessionTrail?
+        var trail = OutOfLine<SessionTrail>()
     }
 
     /// Where a position must go, and whether it completed its sender's walk.
@@ -173,15 +174,15 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     public func setDestination(of username: String, to destination: (sessionId: String, destination: Destination)?) {
-        withEntry(username) { $0.destination = destination }
+        withEntry(username) { $0.destination.value = destination }
     }
 
     /// Starts recording the trail of `username`'s active session `sessionId` (from `now`; kept when it is
     /// the session already recorded), or drops it when they have none.
     public func setTrail(of username: String, sessionId: String?, now: Int64, limits: TrailLimits = TrailLimits()) {
         withEntry(username) { entry in
-            guard entry.trail?.sessionId != sessionId else { return }
-            entry.trail = sessionId.map { SessionTrail(sessionId: $0, since: now, limits: limits) }
+            guard entry.trail.value?.sessionId != sessionId else { return }
+            entry.trail.value = sessionId.map { SessionTrail(sessionId: $0, since: now, limits: limits) }
         }
     }
 
@@ -253,7 +254,7 @@ public final class PresenceTable: PresenceView, Sendable {
     /// A walker's trail as their relay records it (`hw.last`); kept unless the walker is connected here.
     public func setRemoteTrail(_ trail: SessionTrail, of username: String) {
         withEntry(username) { entry in
-            if entry.sinks.isEmpty { entry.trail = trail }
+            if entry.sinks.isEmpty { entry.trail.value = trail }
         }
     }
 
@@ -300,7 +301,7 @@ public final class PresenceTable: PresenceView, Sendable {
     public func lastPositionAnswer(of username: String, for askers: [String]) -> LastPositionAnswer? {
         read(username) { entry in
             guard let entry, !entry.sinks.isEmpty else { return nil }
-            return LastPositionAnswer(last: entry.last, trail: entry.trail, restriction: entry.restriction, askers: askers)
+            return LastPositionAnswer(last: entry.last, trail: entry.trail.value, restriction: entry.restriction, askers: askers)
         }
     }
 
@@ -318,11 +319,11 @@ public final class PresenceTable: PresenceView, Sendable {
 
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
         entry.last.record(position, restriction: entry.restriction)
-        entry.trail?.record(position, restriction: entry.restriction, now: now)
+        entry.trail.value?.record(position, restriction: entry.restriction, now: now)
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
         fanout.restriction = entry.restriction
-        if let target = entry.destination, target.destination.contains(lat: position.lat, lon: position.lon) {
+        if let target = entry.destination.value, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }
         return fanout
@@ -372,13 +373,13 @@ public final class PresenceTable: PresenceView, Sendable {
     /// when it was sent left out); nil when this relay records none.
     public func trail(of username: String, shownTo askers: [String], now: Int64) -> TrailInfo? {
         read(username) { entry in
-            entry?.trail.map { TrailInfo(sessionId: $0.sessionId, since: $0.since, points: $0.points(shownTo: askers, now: now)) }
+            entry?.trail.value.map { TrailInfo(sessionId: $0.sessionId, since: $0.since, points: $0.points(shownTo: askers, now: now)) }
         }
     }
 
     /// The trail itself with each point's restriction, for another relay to show by the same rule.
     public func trailRecord(of username: String) -> SessionTrail? {
-        read(username) { $0?.trail }
+        read(username) { $0?.trail.value }
     }
 
     /// The record itself, for the presence digest (other relays show it by the same rule).

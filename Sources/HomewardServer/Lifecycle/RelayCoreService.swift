@@ -62,6 +62,8 @@ struct RelayCoreService: Service, CustomStringConvertible {
                                     spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
                                     testNoticeDelay: config.testNoticeDelay)
         try await relay.startBus()
+        // What the load decoded and dropped, before the first connection is served.
+        FreedMemory.release()
         return StartedRelay(relay: relay, vapidPublicKey: vapidKey.publicKeyBase64URL, pushWorker: push.worker)
     }
 }
