@@ -42,6 +42,7 @@ extension Relay {
                     throw .unauthenticated("wrong username or password")
                 }
                 usernameFailures.reset(username)
+                await admitSignIns(startingWith: .user(username))
                 try await admitNeeded { state.usersNeeded(forSignInOf: username) }
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
@@ -66,6 +67,7 @@ extension Relay {
         guard await mayCheckToken(hash, from: peer) else {
             return done(.failure(.rateLimited("too many failed sign-ins with a token from this address; try again later")))
         }
+        await admitSignIns(startingWith: .token(hash: hash, peer: peer))
         do throws(RelayError) {
             try await admitOwner(ofToken: hash)
             let (username, used) = try useToken(hash, from: peer)

@@ -72,13 +72,16 @@ extension RelayState {
     }
 
     /// Does everything in `shards` due at `now`: expiries, missed check-ins, lost contact, alarm repeats
-    /// (attributed as in `nextDeadline(in:)`).
-    public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all) -> Outcome {
-        var outcome = expireShares(now: now, in: shards)
-        outcome.merge(expirePauses(now: now, in: shards))
-        outcome.merge(expireMeetings(now: now, in: shards))
-        for id in sessions.keys.sorted() {
-            guard let session = sessions[id], shards.owns(session.owner) else { continue }
+    /// (attributed as in `nextDeadline(in:)`); given `owners`, only theirs (one batch of a storm, `ownersDue(at:shards:)`).
+    public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all,
+                                 owners: Set<String>? = nil) -> Outcome {
+        let due = DueOwners(shards: shards, only: owners)
+        var outcome = expireShares(now: now, in: due)
+        outcome.merge(expirePauses(now: now, in: due))
+        outcome.merge(expireMeetings(now: now, in: due))
+        // Chosen, then sorted: a batch's owners sort their own sessions, not every session's id.
+        for id in sessions.filter({ due.owns($0.value.owner) }).keys.sorted() {
+            guard let session = sessions[id] else { continue }
             if let expiry = session.expiresAt, expiry <= now {
                 outcome.merge(finishSession(id, reason: "expired", now: now))
                 continue
@@ -90,9 +93,9 @@ extension RelayState {
                 outcome.merge(lostContact(id, since: since, presence: presence))
             }
         }
-        for id in alarms.keys.sorted() {
-            guard let alarm = alarms[id], shards.owns(alarm.owner) else { continue }
-            if let due = alarm.nextRepeatAt, due <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
+        for id in alarms.filter({ due.owns($0.value.owner) }).keys.sorted() {
+            guard let alarm = alarms[id] else { continue }
+            if let repeatAt = alarm.nextRepeatAt, repeatAt <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
         }
         return outcome
     }
