@@ -53,7 +53,12 @@ extension Relay {
         residentUsers.record(state.resident?.count ?? 0)
         syncPresence(owners: before.union(ownersConcerning(users)).union(Self.owners(in: slice)))
         alarmsPending.record(state.alarms.count)
-        armTimer()
+        // Only what the slice brought can be due sooner than the timer, which points at or before every deadline the
+        // cache held: the slice's deadlines are read, not every one the cache holds. What it replaced or dropped can
+        // only leave the timer early, and a timer that fires early finds nothing due and points itself again.
+        if !timerShards.isEmpty, let next = state.nextDeadline(in: timerShards, among: slice), next < timerDeadline ?? .max {
+            armTimer(at: next)
+        }
     }
 
     /// The owners whose audience what the cache holds about `users` feeds: the users themselves, the owners of the

@@ -628,7 +628,11 @@ public actor Relay {
     /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
     func armTimer() {
         // A relay fires only the timers of its shards; it keeps the others' deadlines in its cache.
-        let next = timerShards.isEmpty ? nil : Self.nextDeadline(of: &state, in: timerShards)
+        armTimer(at: timerShards.isEmpty ? nil : Self.nextDeadline(of: &state, in: timerShards))
+    }
+
+    /// Points the one timer at `next` (nil: nowhere).
+    func armTimer(at next: Int64?) {
         guard next != timerDeadline else { return }
         timerDeadline = next
         timer?.cancel()

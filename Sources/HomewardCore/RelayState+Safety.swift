@@ -71,6 +71,33 @@ extension RelayState {
         return next
     }
 
+    /// The earliest time anything in `shards` that `slice` holds is scheduled, as the cache holds it now (after an
+    /// admission of `slice`): what an admission may bring due before the timer, read in the slice's entities, not
+    /// in every one the cache holds (`nextDeadline(in:)`).
+    public func nextDeadline(in shards: TimerShards, among slice: StoredState) -> Int64? {
+        var next: Int64?
+        func consider(_ time: Int64?) {
+            if let time, time < next ?? .max { next = time }
+        }
+        for stored in slice.sessions {
+            guard let session = sessions[stored.id], shards.owns(session.owner) else { continue }
+            consider(session.expiresAt)
+            consider(session.checkInBy)
+            if session.lostSince == nil, let since = offlineOwners[session.owner] { consider(since + safety.lostContactGrace) }
+        }
+        for stored in slice.alarms {
+            if let alarm = alarms[stored.id], shards.owns(alarm.owner) { consider(alarm.nextRepeatAt) }
+        }
+        for stored in slice.shares {
+            if let share = shares[stored.id], shards.owns(share.owner) { consider(share.expiresAt) }
+        }
+        for stored in slice.pauses where shards.owns(stored.owner) { consider(pauses[stored.owner]?[stored.key]?.until) }
+        for stored in slice.meetings {
+            if let meeting = meetings[stored.id], shards.owns(meeting.owner) { consider(meeting.expiresAt) }
+        }
+        return next
+    }
+
     /// Does everything in `shards` due at `now`: expiries, missed check-ins, lost contact, alarm repeats
     /// (attributed as in `nextDeadline(in:)`); given `owners`, only theirs (one batch of a storm, `ownersDue(at:shards:)`).
     public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all,
