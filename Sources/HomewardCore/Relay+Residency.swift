@@ -97,6 +97,12 @@ extension Relay {
     /// and answers its own failure.
     func admitSignIns(startingWith first: SignInSubject) async {
         guard state.resident != nil, !writes.unstored else { return }
+        // Admitted with an earlier batch: the sign-ins queued behind it are looked at by the next one that is not.
+        let username: String? = switch first {
+        case .token(let hash, _): state.tokens[hash]?.username
+        case .user(let username): username
+        }
+        if let username, state.usersNeeded(forSignInOf: username).allSatisfy(state.isResident) { return }
         let queued = mailbox.withLock { $0.commands.prefix(Self.signInsAdmittedTogether - 1) }
         let now = clock()
         var users = Set<String>()
