@@ -179,7 +179,12 @@ extension Relay {
         guard !presence.isOnlineElsewhere(username) else { return }
         announcePresence(username, online: false, at: now)
         state.ownerWentOffline(username, at: now)
-        armTimer()
+        // The one deadline this adds (their session's lost contact), not a walk over every deadline the cache holds:
+        // a relay closing thousands of connections at once did that for each.
+        if !timerShards.isEmpty, timerShards.owns(username), let deadline = state.lostContactDeadline(of: username),
+           deadline < timerDeadline ?? .max {
+            armTimer(at: deadline)
+        }
     }
 
     func saveLastSeen() async {

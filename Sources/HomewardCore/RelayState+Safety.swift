@@ -33,6 +33,13 @@ extension RelayState {
         offlineOwners[owner] = time
     }
 
+    /// When `owner`'s session loses contact, if it is counting towards that (`nextDeadline(in:)` counts it too).
+    public func lostContactDeadline(of owner: String) -> Int64? {
+        guard let id = sessionByOwner[owner], let session = sessions[id], session.lostSince == nil,
+              let since = offlineOwners[owner] else { return nil }
+        return since + safety.lostContactGrace
+    }
+
     /// The owner is connected to another relay (which tells observers if contact was lost and is back).
     public mutating func ownerIsOnlineElsewhere(_ owner: String) {
         offlineOwners[owner] = nil
