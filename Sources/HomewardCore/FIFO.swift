@@ -27,6 +27,13 @@ struct FIFO<Element> {
         }
         return outgoing.popLast()
     }
+
+    /// The first `maxLength` elements, first in first, without taking them (the mailbox's look at what waits).
+    func prefix(_ maxLength: Int) -> [Element] {
+        var first = Array(outgoing.reversed().prefix(maxLength))
+        if first.count < maxLength { first += incoming.prefix(maxLength - first.count) }
+        return first
+    }
 }
 
 extension FIFO: Sendable where Element: Sendable {}

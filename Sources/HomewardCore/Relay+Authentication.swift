@@ -42,6 +42,7 @@ extension Relay {
                     throw .unauthenticated("wrong username or password")
                 }
                 usernameFailures.reset(username)
+                await admitSignIns(startingWith: .user(username))
                 try await admitNeeded { state.usersNeeded(forSignInOf: username) }
                 let token = Token.mint()
                 let auth = Authentication(username: username, tokenHash: Token.hash(token))
@@ -66,6 +67,7 @@ extension Relay {
         guard await mayCheckToken(hash, from: peer) else {
             return done(.failure(.rateLimited("too many failed sign-ins with a token from this address; try again later")))
         }
+        await admitSignIns(startingWith: .token(hash: hash, peer: peer))
         do throws(RelayError) {
             try await admitOwner(ofToken: hash)
             let (username, used) = try useToken(hash, from: peer)
@@ -159,28 +161,31 @@ extension Relay {
     }
 
     func detach(_ username: String, _ sink: any ClientSink) {
-        if leave(username, sink) { armTimer() }
+        armTimer(ifSooner: leave(username, sink))
     }
 
-    /// Closed connections, in the order they closed, as one command: each leaves, and the timer is armed once.
-    /// (When many connections close at once, as at shutdown, arming it after each would look through every
-    /// pending deadline once per connection.)
+    /// Closed connections, in the order they closed, as one command: each leaves, and the timer is moved once, to the
+    /// soonest deadline they add. (When many connections close at once, as at shutdown, a command each would queue
+    /// behind one another.)
     func detach(_ departures: [Departure]) {
-        var deadlinesMoved = false
-        for departure in departures where leave(departure.key, departure.sink) { deadlinesMoved = true }
-        if deadlinesMoved { armTimer() }
+        var soonest: Int64?
+        for departure in departures {
+            if let deadline = leave(departure.key, departure.sink) { soonest = min(soonest ?? deadline, deadline) }
+        }
+        armTimer(ifSooner: soonest)
     }
 
-    /// `detach` but for the timer: returns whether a deadline moved (an owner's session lost contact), so that
-    /// `armTimer` must look again.
-    private func leave(_ username: String, _ sink: any ClientSink) -> Bool {
+    /// `detach` but for the timer: returns the one deadline this departure adds that this relay fires (their session's
+    /// lost contact), so that the timer moves to it if sooner, rather than walking every deadline the cache holds (a
+    /// relay closing thousands of connections at once did that for each).
+    private func leave(_ username: String, _ sink: any ClientSink) -> Int64? {
         if ShareLink.isViewerKey(username) {
             presence.detachViewer(username, sink)
-            return false
+            return nil
         }
         signedInTokens.forget(sink)
         let now = clock()
-        guard presence.detach(username, sink, now: now) else { return false }
+        guard presence.detach(username, sink, now: now) else { return nil }
         if writes.lastSeen(username, at: now) {
             executor.queue.asyncAfter(deadline: .now() + Self.lastSeenWriteDelay) { [weak self] in
                 self?.submit(.saveLastSeen)
@@ -189,9 +194,14 @@ extension Relay {
         usersOnline.record(presence.onlineUserCount)
         presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
-        guard !presence.isOnlineElsewhere(username) else { return false }
+        guard !presence.isOnlineElsewhere(username) else { return nil }
         announcePresence(username, online: false, at: now)
-        return state.ownerWentOffline(username, at: now)
+        guard state.ownerWentOffline(username, at: now), !timerShards.isEmpty, timerShards.owns(username) else { return nil }
+        return state.lostContactDeadline(of: username)
+    }
+
+    private func armTimer(ifSooner deadline: Int64?) {
+        if let deadline, deadline < timerDeadline ?? .max { armTimer(at: deadline) }
     }
 
     func saveLastSeen() async {

@@ -52,7 +52,12 @@ extension Relay {
         residentUsers.record(state.resident?.count ?? 0)
         syncPresence(owners: before.union(ownersConcerning(users)).union(Self.owners(in: slice)))
         alarmsPending.record(state.alarms.count)
-        armTimer()
+        // Only what the slice brought can be due sooner than the timer, which points at or before every deadline the
+        // cache held: the slice's deadlines are read, not every one the cache holds. What it replaced or dropped can
+        // only leave the timer early, and a timer that fires early finds nothing due and points itself again.
+        if !timerShards.isEmpty, let next = state.nextDeadline(in: timerShards, among: slice), next < timerDeadline ?? .max {
+            armTimer(at: next)
+        }
     }
 
     /// The owners whose audience what the cache holds about `users` feeds: the users themselves, the owners of the
@@ -70,6 +75,65 @@ extension Relay {
     private static func owners(in slice: StoredState) -> Set<String> {
         Set(slice.sessions.map(\.owner)).union(slice.alarms.map(\.owner)).union(slice.standingShares.keys)
             .union(slice.pauses.map(\.owner))
+    }
+
+    /// Sign-ins whose users one admission reads at most (`admitSignIns`): the one in turn and those queued behind it.
+    static let signInsAdmittedTogether = 256
+
+    /// Who a sign-in signs in: a token's holder (`hello`), or a user whose password was right (`login`).
+    enum SignInSubject {
+        case token(hash: String, peer: String)
+        case user(String)
+    }
+
+    /// Before a sign-in: admits together the users of this sign-in and of the sign-ins queued behind it in the mailbox
+    /// (`hello`s, logins whose password was right), with one read of the tokens' users the cache does not know
+    /// (`usernames(forTokenHashes:)`), one slice read for them, and one for those their backlogs name
+    /// (`usersNeeded(forSignInOf:)`). A storm of sign-ins then costs three reads and one wait for the writes decided
+    /// before (`admit`) per batch, not per sign-in: each sign-in finds its users resident when its turn comes. It
+    /// decides nothing: admitting users early changes which parts the cache holds, not what a rule decides (a resident's
+    /// part is the store's, kept current). A failure here is no sign-in's: each admits what it still lacks in its turn
+    /// and answers its own failure.
+    func admitSignIns(startingWith first: SignInSubject) async {
+        guard state.resident != nil, !writes.unstored else { return }
+        // Admitted with an earlier batch: the sign-ins queued behind it are looked at by the next one that is not.
+        let username: String? = switch first {
+        case .token(let hash, _): state.tokens[hash]?.username
+        case .user(let username): username
+        }
+        if let username, state.usersNeeded(forSignInOf: username).allSatisfy(state.isResident) { return }
+        let queued = mailbox.withLock { $0.commands.prefix(Self.signInsAdmittedTogether - 1) }
+        let now = clock()
+        var users = Set<String>()
+        var unknownTokens: [String] = []
+        for subject in [first] + queued.compactMap(Self.signInSubject) {
+            switch subject {
+            case .user(let username): users.insert(username)
+            case .token(let hash, let peer):
+                if let token = state.tokens[hash] {
+                    users.insert(token.username)
+                } else if !helloFailures.isLimited(peer, now: now) {
+                    // An address over its failures signs in only with a token the cache holds (`mayCheckToken`).
+                    unknownTokens.append(hash)
+                }
+            }
+        }
+        if !unknownTokens.isEmpty {
+            guard let owners = try? await store.usernames(forTokenHashes: unknownTokens) else { return }
+            users.formUnion(owners.values)
+        }
+        try? await admitNeeded {
+            users.reduce(into: Set<String>()) { needed, user in needed.formUnion(state.usersNeeded(forSignInOf: user)) }
+        }
+    }
+
+    /// The sign-in a queued command makes, if it makes one.
+    private static func signInSubject(of command: Command) -> SignInSubject? {
+        switch command {
+        case .serve(.hello(let token), _, let peer, _, _): .token(hash: Token.hash(token), peer: peer)
+        case .passwordChecked(.verified(let username, valid: true), _, _, _, _): .user(username)
+        default: nil
+        }
     }
 
     /// A `hello` with a token whose user is not resident: its user is read from the store (`username(forTokenHash:)`)

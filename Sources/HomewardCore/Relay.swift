@@ -465,8 +465,10 @@ public actor Relay {
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
             timerDeadline = nil
-            if await stateIsStored(), !timerShards.isEmpty { await fireDueWork() }
-            continuation?.resume()
+            var more = false
+            if await stateIsStored(), !timerShards.isEmpty { more = await fireDueWork() }
+            // The next batch of a storm behind what waits meanwhile (the timer, armed at once, fires it too).
+            if more, let continuation { submit(.fireDue(then: continuation)) } else { continuation?.resume() }
         case .saveLastSeen:
             await saveLastSeen()
         case .drain(let continuation):
@@ -618,11 +620,22 @@ public actor Relay {
 
     // MARK: Schedules
 
-    func fireDueWork() async {
+    /// Fires what is due, for at most `dueOwnersPerBatch` owners: a storm (every session's lost contact due at once
+    /// after a restart) goes in batches, each batch's users admitted with one read and its outcome one decision, and the
+    /// mailbox takes what waits between batches. Returns whether owners beyond this batch have work due (the timer,
+    /// armed at a deadline that has passed, fires the next batch at once).
+    @discardableResult
+    func fireDueWork() async -> Bool {
         var raised = 0
         let now = clock()
+        let due = state.ownersDue(at: now, shards: timerShards)
+        guard !due.isEmpty else {
+            armTimer()
+            return false
+        }
+        let batch = due.count > Self.dueOwnersPerBatch ? Set(due.prefix(Self.dueOwnersPerBatch)) : due
         do throws(RelayError) {
-            try await admitNeeded { state.usersNeeded(forDueAt: now, shards: timerShards) }
+            try await admitNeeded { state.usersNeeded(forDueAt: now, shards: timerShards, owners: batch) }
         } catch {
             // Nothing fires on a part of the cache that may lack what it reads; tried again a second later.
             logger.error("could not read the users whose timers are due", metadata: ["error": "\(error)"])
@@ -632,22 +645,31 @@ public actor Relay {
             executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
                 self?.submit(.fireDue(then: nil))
             }
-            return
+            return false
         }
         await complete {
             let before = state.alarms.count
-            let outcome = state.fireDue(now: now, presence: presence, shards: timerShards)
+            let outcome = state.fireDue(now: now, presence: presence, shards: timerShards, owners: batch)
             raised = max(0, state.alarms.count - before)
             return outcome
         }
         if raised > 0 { alarmsRaised.increment(by: raised) }
         armTimer()
+        return due.count > batch.count
     }
+
+    /// Owners whose due work one turn of the mailbox fires (`fireDueWork`): a few hundred owners' users are one slice
+    /// read and one batch to the store, where a whole storm would be every due owner's in one.
+    package static let dueOwnersPerBatch = 256
 
     /// Points the one timer at the next deadline; when it fires, the due work takes its turn.
     func armTimer() {
         // A relay fires only the timers of its shards; it keeps the others' deadlines in its cache.
-        let next = timerShards.isEmpty ? nil : Self.nextDeadline(of: &state, in: timerShards)
+        armTimer(at: timerShards.isEmpty ? nil : Self.nextDeadline(of: &state, in: timerShards))
+    }
+
+    /// Points the one timer at `next` (nil: nowhere).
+    func armTimer(at next: Int64?) {
         guard next != timerDeadline else { return }
         timerDeadline = next
         timer?.cancel()

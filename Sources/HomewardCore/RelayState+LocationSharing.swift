@@ -119,10 +119,10 @@ extension RelayState {
         return audience.subtracting(paused.keys)
     }
 
-    /// Pauses of owners in `shards` whose end has come: each ends, and its owner hears `location.resumed`.
-    mutating func expirePauses(now: Int64, in shards: TimerShards) -> Outcome {
+    /// Pauses of owners `due` fires whose end has come: each ends, and its owner hears `location.resumed`.
+    mutating func expirePauses(now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for owner in pauses.keys.sorted() where shards.owns(owner) {
+        for owner in pauses.keys.sorted() where due.owns(owner) {
             for pause in (pauses[owner] ?? [:]).values.sorted(by: { $0.key < $1.key }) where (pause.until ?? .max) <= now {
                 endPause(owner, key: pause.key, into: &outcome)
                 outcome.send(.locationResumed(from: pause.from), to: owner)

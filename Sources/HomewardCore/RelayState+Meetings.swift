@@ -71,10 +71,10 @@ extension RelayState {
         return outcome
     }
 
-    /// Meeting points of proposers in `shards` whose time is up at `now`.
-    mutating func expireMeetings(now: Int64, in shards: TimerShards) -> Outcome {
+    /// Meeting points of proposers `due` fires whose time is up at `now`.
+    mutating func expireMeetings(now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for meeting in meetings.values.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now && shards.owns(meeting.owner) {
+        for meeting in meetings.values.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now && due.owns(meeting.owner) {
             removeMeeting(meeting.id, into: &outcome)
         }
         return outcome

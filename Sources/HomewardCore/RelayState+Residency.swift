@@ -104,34 +104,59 @@ extension RelayState {
         return [sessions[share.sessionId]?.owner ?? share.owner]
     }
 
-    /// The users whose whole part the work due at `now` in `shards` reads (`fireDue`): the owner of everything
-    /// due (their entities are written), and for a session the users its alarm or `session.lost` may go to
-    /// (observers, contacts or friends, each pushed to), for an alarm its recipients. Every entity with a
-    /// deadline is loaded at start, so the owners are known; the rest once the owners are resident.
-    public func usersNeeded(forDueAt now: Int64, shards: TimerShards = .all) -> Set<String> {
+    /// The users whose whole part the work due at `now` in `shards` reads (`fireDue`), of all owners or of `owners`
+    /// (one batch of a storm): the owner of everything due (their entities are written), and for a session the users
+    /// its alarm or `session.lost` may go to (observers, contacts or friends, each pushed to), for an alarm its
+    /// recipients. Every entity with a deadline is loaded at start, so the owners are known; the rest once the owners
+    /// are resident.
+    public func usersNeeded(forDueAt now: Int64, shards: TimerShards = .all, owners: Set<String>? = nil) -> Set<String> {
+        let due = DueOwners(shards: shards, only: owners)
         var users = Set<String>()
-        for share in shares.values where share.expiresAt <= now && shards.owns(share.owner) { users.insert(share.owner) }
-        for (owner, list) in pauses where shards.owns(owner) && list.values.contains(where: { ($0.until ?? .max) <= now }) {
-            users.insert(owner)
-        }
-        for meeting in meetings.values where meeting.expiresAt <= now && shards.owns(meeting.owner) { users.insert(meeting.owner) }
-        for session in sessions.values where shards.owns(session.owner) {
-            let expires = session.expiresAt.map { $0 <= now } ?? false
-            let checkInMissed = session.checkInBy.map { $0 <= now } ?? false
-            let lost = session.lostSince == nil && offlineOwners[session.owner].map { $0 + safety.lostContactGrace <= now } ?? false
-            guard expires || checkInMissed || lost else { continue }
+        forEachDue(at: now, in: due) { owner in users.insert(owner) } session: { session, checkInMissed in
             users.insert(session.owner)
             users.formUnion(session.invitees)
             if checkInMissed, isResident(session.owner) {
                 users.formUnion(contacts[session.owner] ?? [])
                 if session.observers.isEmpty { users.formUnion(friends[session.owner] ?? []) }
             }
-        }
-        for alarm in alarms.values where shards.owns(alarm.owner) && (alarm.nextRepeatAt.map { $0 <= now } ?? false) {
+        } alarm: { alarm in
             users.insert(alarm.owner)
             users.formUnion(alarm.recipients)
         }
         return users
+    }
+
+    /// The owners with work due at `now` in `shards` (`fireDue`): what a storm of due work is split by, a batch of owners
+    /// at a time (`Relay.fireDueWork`).
+    public func ownersDue(at now: Int64, shards: TimerShards = .all) -> Set<String> {
+        var owners = Set<String>()
+        forEachDue(at: now, in: DueOwners(shards: shards)) { owners.insert($0) } session: { session, _ in
+            owners.insert(session.owner)
+        } alarm: { alarm in
+            owners.insert(alarm.owner)
+        }
+        return owners
+    }
+
+    /// What `fireDue` fires at `now` for `due`: the owners of links, pauses and meeting points that end, the sessions
+    /// that expire, miss a check-in (`checkInMissed`) or lose contact, the alarms that repeat.
+    private func forEachDue(at now: Int64, in due: DueOwners, owner: (String) -> Void,
+                            session visit: (FollowSession, _ checkInMissed: Bool) -> Void, alarm repeating: (Alarm) -> Void) {
+        for share in shares.values where share.expiresAt <= now && due.owns(share.owner) { owner(share.owner) }
+        for (name, list) in pauses where due.owns(name) && list.values.contains(where: { ($0.until ?? .max) <= now }) {
+            owner(name)
+        }
+        for meeting in meetings.values where meeting.expiresAt <= now && due.owns(meeting.owner) { owner(meeting.owner) }
+        for session in sessions.values where due.owns(session.owner) {
+            let expires = session.expiresAt.map { $0 <= now } ?? false
+            let checkInMissed = session.checkInBy.map { $0 <= now } ?? false
+            let lost = session.lostSince == nil && offlineOwners[session.owner].map { $0 + safety.lostContactGrace <= now } ?? false
+            guard expires || checkInMissed || lost else { continue }
+            visit(session, checkInMissed)
+        }
+        for alarm in alarms.values where due.owns(alarm.owner) && (alarm.nextRepeatAt.map { $0 <= now } ?? false) {
+            repeating(alarm)
+        }
     }
 
     /// Makes `users` resident: their part of the cache is replaced by `slice` (`replaceSlice`), read from the

@@ -36,6 +36,13 @@ extension RelayState {
         return true
     }
 
+    /// When `owner`'s session loses contact, if it is counting towards that (`nextDeadline(in:)` counts it too).
+    public func lostContactDeadline(of owner: String) -> Int64? {
+        guard let id = sessionByOwner[owner], let session = sessions[id], session.lostSince == nil,
+              let since = offlineOwners[owner] else { return nil }
+        return since + safety.lostContactGrace
+    }
+
     /// The owner is connected to another relay (which tells observers if contact was lost and is back).
     public mutating func ownerIsOnlineElsewhere(_ owner: String) {
         offlineOwners[owner] = nil
@@ -74,14 +81,44 @@ extension RelayState {
         return next
     }
 
+    /// The earliest time anything in `shards` that `slice` holds is scheduled, as the cache holds it now (after an
+    /// admission of `slice`): what an admission may bring due before the timer, read in the slice's entities, not
+    /// in every one the cache holds (`nextDeadline(in:)`).
+    public func nextDeadline(in shards: TimerShards, among slice: StoredState) -> Int64? {
+        var next: Int64?
+        func consider(_ time: Int64?) {
+            if let time, time < next ?? .max { next = time }
+        }
+        for stored in slice.sessions {
+            guard let session = sessions[stored.id], shards.owns(session.owner) else { continue }
+            consider(session.expiresAt)
+            consider(session.checkInBy)
+            if session.lostSince == nil, let since = offlineOwners[session.owner] { consider(since + safety.lostContactGrace) }
+        }
+        for stored in slice.alarms {
+            if let alarm = alarms[stored.id], shards.owns(alarm.owner) { consider(alarm.nextRepeatAt) }
+        }
+        for stored in slice.shares {
+            if let share = shares[stored.id], shards.owns(share.owner) { consider(share.expiresAt) }
+        }
+        for stored in slice.pauses where shards.owns(stored.owner) { consider(pauses[stored.owner]?[stored.key]?.until) }
+        for stored in slice.meetings {
+            if let meeting = meetings[stored.id], shards.owns(meeting.owner) { consider(meeting.expiresAt) }
+        }
+        return next
+    }
+
     /// Does everything in `shards` due at `now`: expiries, missed check-ins, lost contact, alarm repeats
-    /// (attributed as in `nextDeadline(in:)`).
-    public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all) -> Outcome {
-        var outcome = expireShares(now: now, in: shards)
-        outcome.merge(expirePauses(now: now, in: shards))
-        outcome.merge(expireMeetings(now: now, in: shards))
-        for id in sessions.keys.sorted() {
-            guard let session = sessions[id], shards.owns(session.owner) else { continue }
+    /// (attributed as in `nextDeadline(in:)`); given `owners`, only theirs (one batch of a storm, `ownersDue(at:shards:)`).
+    public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all,
+                                 owners: Set<String>? = nil) -> Outcome {
+        let due = DueOwners(shards: shards, only: owners)
+        var outcome = expireShares(now: now, in: due)
+        outcome.merge(expirePauses(now: now, in: due))
+        outcome.merge(expireMeetings(now: now, in: due))
+        // Chosen, then sorted: a batch's owners sort their own sessions, not every session's id.
+        for id in sessions.filter({ due.owns($0.value.owner) }).keys.sorted() {
+            guard let session = sessions[id] else { continue }
             if let expiry = session.expiresAt, expiry <= now {
                 outcome.merge(finishSession(id, reason: "expired", now: now))
                 continue
@@ -93,9 +130,9 @@ extension RelayState {
                 outcome.merge(lostContact(id, since: since, presence: presence))
             }
         }
-        for id in alarms.keys.sorted() {
-            guard let alarm = alarms[id], shards.owns(alarm.owner) else { continue }
-            if let due = alarm.nextRepeatAt, due <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
+        for id in alarms.filter({ due.owns($0.value.owner) }).keys.sorted() {
+            guard let alarm = alarms[id] else { continue }
+            if let repeatAt = alarm.nextRepeatAt, repeatAt <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
         }
         return outcome
     }

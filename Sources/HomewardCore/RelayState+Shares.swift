@@ -119,10 +119,10 @@ extension RelayState {
         return outcome
     }
 
-    /// Links of owners in `shards` whose time is up at `now`.
-    mutating func expireShares(now: Int64, in shards: TimerShards) -> Outcome {
+    /// Links of owners `due` fires whose time is up at `now`.
+    mutating func expireShares(now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for share in shares.values.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now && shards.owns(share.owner) {
+        for share in shares.values.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now && due.owns(share.owner) {
             outcome.merge(endShare(share.id, reason: "expired"))
         }
         return outcome

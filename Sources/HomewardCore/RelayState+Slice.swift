@@ -17,13 +17,15 @@ extension RelayState {
         // Dropping and indexing again is no decision's removal.
         let recording = removedOwners
         removedOwners = nil
-        let (sessionsDropped, alarmsDropped) = drop(users)
+        let (sessionsDropped, ownersDropped, alarmsDropped) = drop(users)
         index(slice, of: users)
         removedOwners = recording
 
         for id in sessionsDropped where sessions[id] == nil { endedSessions.insert(id) }
         for id in alarmsDropped where alarms[id] == nil { endedAlarms.insert(id) }
-        for (owner, _) in offlineOwners.filter({ sessionByOwner[$0.key] == nil }) { offlineOwners[owner] = nil }
+        // Only an owner whose session was dropped can be left without one (not every owner offline: a cache of
+        // connected users holds every active session's, and this runs at every admission).
+        for owner in ownersDropped where sessionByOwner[owner] == nil { offlineOwners[owner] = nil }
         var notices = requestNotices
         if afterRemoteChange {
             notices.filter { !areFriends($0, $1) }
@@ -51,9 +53,9 @@ extension RelayState {
         return users
     }
 
-    /// Removes what concerns `users`; returns the ids of the sessions and alarms it removed.
-    private mutating func drop(_ users: Set<String>) -> (sessions: Set<String>, alarms: Set<String>) {
-        var droppedSessions = Set<String>(), droppedAlarms = Set<String>()
+    /// Removes what concerns `users`; returns the ids of the sessions and alarms it removed, and the sessions' owners.
+    private mutating func drop(_ users: Set<String>) -> (sessions: Set<String>, owners: Set<String>, alarms: Set<String>) {
+        var droppedSessions = Set<String>(), droppedOwners = Set<String>(), droppedAlarms = Set<String>()
         for user in users {
             self.users[user] = nil
             for friend in friends.removeValue(forKey: user) ?? [] { friends[friend]?.remove(user) }
@@ -66,6 +68,7 @@ extension RelayState {
             for id in pushByUser.removeValue(forKey: user) ?? [] { pushSubscriptions[id] = nil }
             for id in (sessionByOwner[user].map { [$0] } ?? []) + (sessionsByInvitee[user] ?? []) {
                 droppedSessions.insert(id)
+                if let owner = sessions[id]?.owner { droppedOwners.insert(owner) }
                 unindex(session: id)
             }
             for id in (alarmsByOwner[user] ?? []).union(alarmsByRecipient[user] ?? []) {
@@ -93,7 +96,7 @@ extension RelayState {
         for session in droppedSessions {
             for id in sharesBySession[session] ?? [] { unindex(share: id) }
         }
-        return (droppedSessions, droppedAlarms)
+        return (droppedSessions, droppedOwners, droppedAlarms)
     }
 
     /// Indexes the rows of `slice` (what concerns `users`); a whole load is indexed by this into an empty cache

@@ -25,6 +25,9 @@ public protocol RelayStore: Sendable {
     func apply(_ changes: [StoreChange]) async throws
     func passwordHash(of username: String) async throws -> String?
     func username(forTokenHash hash: String) async throws -> String?
+    /// The users of those of `hashes` the store holds as tokens (hash to username), read together: the owners of
+    /// several queued `hello`s, admitted with one read (`Relay.admitSignIns`).
+    func usernames(forTokenHashes hashes: [String]) async throws -> [String: String]
     /// How many writes other relays must hear of the store has counted so far, or nil when the store does not
     /// count them (one relay alone). A relay whose cache was loaded at a smaller count is behind the store. A
     /// load never returns a count its data lacks; the count read here may name a write whose commit is under
@@ -61,6 +64,13 @@ extension RelayStore {
     /// A store that reads no slice of its own selects it from a whole load.
     public func loadSlice(of users: Set<String>) async throws -> StoredState {
         try await load().slice(of: users)
+    }
+
+    /// A store without a read of its own for several looks each up (`username(forTokenHash:)`).
+    public func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
+        var found: [String: String] = [:]
+        for hash in hashes { found[hash] = try await username(forTokenHash: hash) }
+        return found
     }
 
     /// A store that reads nothing less selects from a whole load.

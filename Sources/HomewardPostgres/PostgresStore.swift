@@ -279,6 +279,19 @@ public final class PostgresStore: RelayStore {
         }
     }
 
+    /// One query for every hash (the tokens' primary key, `= ANY`).
+    public func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
+        let hashes = hashes.filter { !$0.utf8.contains(0) }
+        guard !hashes.isEmpty else { return [:] }
+        return try await withConnection("token lookup") { db, logger in
+            var found: [String: String] = [:]
+            for try await (hash, username) in try await db.query(
+                "SELECT hash, username FROM tokens WHERE hash = ANY(\(hashes)::text[])", logger: logger
+            ).decode((String, String).self) { found[hash] = username }
+            return found
+        }
+    }
+
     /// The one text column of at most one row (a lookup by primary key); the rows are read to the end.
     static func single(_ rows: PostgresRowSequence) async throws -> String? {
         var value: String?

@@ -94,6 +94,16 @@ public final class SQLiteStore: RelayStore {
         try await writer.read { db in try Self.username(forTokenHash: hash, in: db) }
     }
 
+    /// One read (one snapshot) for every hash, each a lookup by the tokens' primary key.
+    public func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
+        guard !hashes.isEmpty else { return [:] }
+        return try await writer.read { db in
+            var found: [String: String] = [:]
+            for hash in hashes { found[hash] = try Self.username(forTokenHash: hash, in: db) }
+            return found
+        }
+    }
+
     private static func execute(_ changes: [StoreChange], in db: Database) throws {
         for statement in try changes.statements() { try statement.execute(in: db) }
     }

@@ -52,7 +52,56 @@ package final class InstrumentedStore: RelayStore {
 
     package func loadSlice(of users: Set<String>) async throws -> StoredState {
         try checkUp()
+        await passReadGate()
+        reads.withLock { $0.slices.append(users) }
         return try await store.loadSlice(of: users)
+    }
+
+    /// The users of each slice read, in order.
+    package var sliceReads: [Set<String>] { reads.withLock { $0.slices } }
+    /// How many reads of tokens' users there were (one hash or several).
+    package var tokenReads: Int { reads.withLock { $0.tokens } }
+    private let reads = Mutex((slices: [Set<String>](), tokens: 0))
+
+    /// While held, reads of slices and of tokens' users wait until `releaseReads`.
+    private let readGate = Mutex((held: false, waiting: [CheckedContinuation<Void, Never>](),
+                                  watchers: [CheckedContinuation<Void, Never>]()))
+
+    package func holdReads() {
+        readGate.withLock { $0.held = true }
+    }
+
+    /// Returns once a read is waiting at the held gate (see `holdReads`).
+    package func readIsHeld() async {
+        await withCheckedContinuation { continuation in
+            let now = readGate.withLock { gate in
+                if gate.waiting.isEmpty { gate.watchers.append(continuation) }
+                return !gate.waiting.isEmpty
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    package func releaseReads() {
+        let waiting = readGate.withLock { gate in
+            gate.held = false
+            defer { gate.waiting.removeAll() }
+            return gate.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    private func passReadGate() async {
+        await withCheckedContinuation { continuation in
+            let (pass, watchers) = readGate.withLock { gate in
+                guard gate.held else { return (true, [CheckedContinuation<Void, Never>]()) }
+                gate.waiting.append(continuation)
+                defer { gate.watchers.removeAll() }
+                return (false, gate.watchers)
+            }
+            for watcher in watchers { watcher.resume() }
+            if pass { continuation.resume() }
+        }
     }
 
     package func apply(_ changes: [StoreChange]) async throws {
@@ -83,7 +132,18 @@ package final class InstrumentedStore: RelayStore {
 
     package func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
 
-    package func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+    package func username(forTokenHash hash: String) async throws -> String? {
+        await passReadGate()
+        reads.withLock { $0.tokens += 1 }
+        return try await store.username(forTokenHash: hash)
+    }
+
+    package func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
+        try checkUp()
+        await passReadGate()
+        reads.withLock { $0.tokens += 1 }
+        return try await store.usernames(forTokenHashes: hashes)
+    }
 
     package func holdWrites() {
         writeGate.withLock { $0.held = true }

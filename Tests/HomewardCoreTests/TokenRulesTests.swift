@@ -8,6 +8,12 @@ final class TokenRulesTests: XCTestCase {
     private let day: Int64 = 86_400_000
     private var lifetime: Int64 { 30 * day }
 
+    func testATokensHashIsItsSHA256InLowercaseHex() {
+        // The store holds these: a hash written differently would match no stored token.
+        XCTAssertEqual(Token.hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(Token.hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
     func testATokenExpiresALifetimeAfterItsLastUse() throws {
         var state = CoreFixture.state()
         XCTAssertEqual(state.issueToken("h1", to: "alice", now: now, lifetime: lifetime),

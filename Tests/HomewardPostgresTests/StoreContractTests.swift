@@ -343,6 +343,20 @@ struct StoreContractTests {
     // MARK: - Tokens
 
     @Test(arguments: StoreKind.allCases)
+    func severalTokensResolveInOneReadAndUnknownOnesToNobody(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice", "bob"))
+            try await store.apply([.createToken(hash: "h1", username: "alice", at: 1), .createToken(hash: "h2", username: "alice", at: 2),
+                                   .createToken(hash: "h3", username: "bob", at: 3), .revokeToken(hash: "h2")])
+            let found = try await store.usernames(forTokenHashes: ["h1", "h2", "h3", "nope", "h\u{0}1"])
+            #expect(found == ["h1": "alice", "h3": "bob"])
+            #expect(try await store.usernames(forTokenHashes: []) == [:])
+            try await subject.close(store)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
     func revokedTokenNoLongerResolves(_ kind: StoreKind) async throws {
         try await with(kind) { subject in
             let store = try await subject.open()
