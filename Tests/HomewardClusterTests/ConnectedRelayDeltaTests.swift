@@ -11,15 +11,7 @@ import XCTest
 /// they come, without reloading, and its own writes about users it admitted go through the store's check.
 final class ConnectedRelayDeltaTests: XCTestCase {
     func testNoticesAreAppliedWithoutReloadAndWritesAboutAdmittedUsersPassTheCheck() async throws {
-        let aBus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: aBus)
-        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
         let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false,
                                     cache: .connected, clock: harness.clock.function)
         await other.drain()
@@ -73,15 +65,7 @@ final class ConnectedRelayDeltaTests: XCTestCase {
     /// version too, so the later one waits for the earlier one instead of being applied first and making the earlier
     /// one look already held.
     func testCommitsAboutTheOwnerOfWhatAResidentIsPartOfArePlacedInOrderFromTheSlice() async throws {
-        let aBus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: aBus)
-        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
         let (alice, aliceAuth) = try await harness.connect("alice")
         _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
         aBus.clear()
@@ -89,12 +73,7 @@ final class ConnectedRelayDeltaTests: XCTestCase {
         let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false,
                                     cache: .connected, clock: harness.clock.function)
         await other.drain()
-        let bob = RecordingSink("bob")
-        let signedIn = await withCheckedContinuation { continuation in
-            other.serve(.hello(token: harness.tokens["bob"]!), auth: nil, peer: "test", sink: bob) { continuation.resume(returning: $0) }
-        }
-        guard case .authenticated = try signedIn.get().auth else { return XCTFail("bob did not sign in") }
-        await other.drain()
+        try await signIn("bob", on: other, harness)
         let residents = await other.residents
         XCTAssertEqual(residents?.contains("alice"), false, "alice is not resident on the other relay")
         let standing = await other.state.standing["alice"]
@@ -124,15 +103,7 @@ final class ConnectedRelayDeltaTests: XCTestCase {
     /// before bob's slice is read, and its notice comes after. The slice's version of alice does not vouch for that
     /// session, so it is not taken: the notice is applied as it comes, and the session's deadline is known here.
     func testTheOwnersVersionIsNotTakenFromASliceByTheRelayFiringTheirTimers() async throws {
-        let aBus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: aBus)
-        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
         let (alice, aliceAuth) = try await harness.connect("alice")
         _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
         aBus.clear()
@@ -145,12 +116,7 @@ final class ConnectedRelayDeltaTests: XCTestCase {
         let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
         let late = aBus.notices
         aBus.clear()
-        let bob = RecordingSink("bob")
-        let signedIn = await withCheckedContinuation { continuation in
-            other.serve(.hello(token: harness.tokens["bob"]!), auth: nil, peer: "test", sink: bob) { continuation.resume(returning: $0) }
-        }
-        guard case .authenticated = try signedIn.get().auth else { return XCTFail("bob did not sign in") }
-        await other.drain()
+        try await signIn("bob", on: other, harness)
         let known = await other.versions?["alice"]
         XCTAssertNil(known, "alice's timers fire here: her version is not taken from bob's slice")
         for notice in late { other.remoteChanges(notice) }
@@ -159,5 +125,30 @@ final class ConnectedRelayDeltaTests: XCTestCase {
         let session = await other.state.sessions[id]
         XCTAssertEqual(session?.owner, "alice", "the session committed before bob's slice and heard after it is in the cache")
         XCTAssertNotNil(session?.checkInBy)
+    }
+
+    /// alice, bob and carol, alice friends with both, on a store that checks writes (as PostgreSQL does), with the
+    /// bus of the harness's relay recording its notices.
+    private func threeFriendsOnACheckingStore() async throws -> (SafetyHarness, CountingStore, RecordingBus) {
+        let bus = RecordingBus()
+        let counting = Mutex<CountingStore?>(nil)
+        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
+                                              wrapStore: { store in
+                                                  let wrapped = CountingStore(store, checksWrites: true)
+                                                  counting.withLock { $0 = wrapped }
+                                                  return wrapped
+                                              }, bus: bus)
+        return (harness, try XCTUnwrap(counting.withLock { $0 }), bus)
+    }
+
+    /// Signs `user` in on `relay` with their token, and waits until the relay has done what the sign-in started.
+    private func signIn(_ user: String, on relay: Relay, _ harness: SafetyHarness,
+                        file: StaticString = #filePath, line: UInt = #line) async throws {
+        let sink = RecordingSink(user)
+        let signedIn = await withCheckedContinuation { continuation in
+            relay.serve(.hello(token: harness.tokens[user]!), auth: nil, peer: "test", sink: sink) { continuation.resume(returning: $0) }
+        }
+        guard case .authenticated = try signedIn.get().auth else { return XCTFail("\(user) did not sign in", file: file, line: line) }
+        await relay.drain()
     }
 }
