@@ -11,10 +11,9 @@ import XCTest
 /// they come, without reloading, and its own writes about users it admitted go through the store's check.
 final class ConnectedRelayDeltaTests: XCTestCase {
     func testNoticesAreAppliedWithoutReloadAndWritesAboutAdmittedUsersPassTheCheck() async throws {
-        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
-        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false,
-                                    cache: .connected, clock: harness.clock.function)
-        await other.drain()
+        let aBus = RecordingBus()
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: aBus)
+        let other = try await connectedRelay(on: store, harness, ownsTimers: false)
         func forwardNotices() async {
             let notices = aBus.notices
             aBus.clear()
@@ -65,14 +64,13 @@ final class ConnectedRelayDeltaTests: XCTestCase {
     /// version too, so the later one waits for the earlier one instead of being applied first and making the earlier
     /// one look already held.
     func testCommitsAboutTheOwnerOfWhatAResidentIsPartOfArePlacedInOrderFromTheSlice() async throws {
-        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
+        let aBus = RecordingBus()
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: aBus)
         let (alice, aliceAuth) = try await harness.connect("alice")
         _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
         aBus.clear()
 
-        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: false,
-                                    cache: .connected, clock: harness.clock.function)
-        await other.drain()
+        let other = try await connectedRelay(on: store, harness, ownsTimers: false)
         try await signIn("bob", on: other, harness)
         let residents = await other.residents
         XCTAssertEqual(residents?.contains("alice"), false, "alice is not resident on the other relay")
@@ -103,13 +101,12 @@ final class ConnectedRelayDeltaTests: XCTestCase {
     /// before bob's slice is read, and its notice comes after. The slice's version of alice does not vouch for that
     /// session, so it is not taken: the notice is applied as it comes, and the session's deadline is known here.
     func testTheOwnersVersionIsNotTakenFromASliceByTheRelayFiringTheirTimers() async throws {
-        let (harness, store, aBus) = try await threeFriendsOnACheckingStore()
+        let aBus = RecordingBus()
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: aBus)
         let (alice, aliceAuth) = try await harness.connect("alice")
         _ = try await harness.ok(.shareAlways(with: ["bob"]), as: aliceAuth, sink: alice)
         aBus.clear()
-        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: true,
-                                    cache: .connected, clock: harness.clock.function)
-        await other.drain()
+        let other = try await connectedRelay(on: store, harness, ownsTimers: true)
 
         let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["carol"], checkInBy: harness.clock.now + 600_000)),
                                            as: aliceAuth, sink: alice)
@@ -127,18 +124,12 @@ final class ConnectedRelayDeltaTests: XCTestCase {
         XCTAssertNotNil(session?.checkInBy)
     }
 
-    /// alice, bob and carol, alice friends with both, on a store that checks writes (as PostgreSQL does), with the
-    /// bus of the harness's relay recording its notices.
-    private func threeFriendsOnACheckingStore() async throws -> (SafetyHarness, CountingStore, RecordingBus) {
-        let bus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: bus)
-        return (harness, try XCTUnwrap(counting.withLock { $0 }), bus)
+    /// Another relay on `store`, caching only its connected users, once it has loaded.
+    private func connectedRelay(on store: CountingStore, _ harness: SafetyHarness, ownsTimers: Bool) async throws -> Relay {
+        let relay = try await Relay(store: store, hasher: .forTests, node: "there", bus: RecordingBus(), ownsTimers: ownsTimers,
+                                    cache: .connected, clock: harness.clock.function)
+        await relay.drain()
+        return relay
     }
 
     /// Signs `user` in on `relay` with their token, and waits until the relay has done what the sign-in started.

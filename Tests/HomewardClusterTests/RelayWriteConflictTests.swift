@@ -31,20 +31,14 @@ final class RelayWriteConflictTests: XCTestCase {
 
     private func aliceInvitesBobAndCarol() async throws -> Setup {
         let bus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: bus)
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: bus)
         let (alice, aliceAuth) = try await harness.connect("alice")
         let (bob, bobAuth) = try await harness.connect("bob")
         let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob", "carol"])), as: aliceAuth, sink: alice)
         let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
         alice.clear()
         bus.clear()
-        return Setup(harness: harness, store: try XCTUnwrap(counting.withLock { $0 }), bus: bus, alice: alice, bob: bob,
+        return Setup(harness: harness, store: store, bus: bus, alice: alice, bob: bob,
                      bobAuth: bobAuth, sessionId: id)
     }
 

@@ -75,17 +75,9 @@ final class WriteContentionTests: XCTestCase {
 
     /// On a relay: a write refused once (another relay accepted the same session in between) is counted and warned of.
     func testARefusedAcceptOnARelayIsCountedAndWarned() async throws {
-        let bus = RecordingBus()
-        let counting = Mutex<CountingStore?>(nil)
         let metrics = RecordingMetrics()
         let log = LogRecorder()
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: bus, logger: log.logger, metrics: metrics)
-        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: RecordingBus(), logger: log.logger, metrics: metrics)
         let (alice, aliceAuth) = try await harness.connect("alice")
         let (bob, bobAuth) = try await harness.connect("bob")
         let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob", "carol"])), as: aliceAuth, sink: alice)
