@@ -20,31 +20,44 @@ import Synchronization
 /// each other. The relay calls them only from its actor, which serialises them; the fan-out only
 /// reads `audienceSinks` and writes the sender's last position and time.
 public final class PresenceTable: PresenceView, Sendable {
+    /// Kept for every user the relay has heard of (every owner and observer of every active session from the
+    /// start, every resident and each of their friends for their last-seen time), in shard dictionaries whose
+    /// buckets hold it inline: every byte here is paid per bucket, about twice per entry at the dictionaries'
+    /// load. So what most entries leave unset is out of line (`OutOfLine`, 8 bytes), and the two small fields
+    /// sit together (`lastSeen`'s tag and `owner` share a word).
     struct Entry {
         var sinks: [ObjectIdentifier: any ClientSink] = [:]
         /// Other relays this user is connected to (from their presence deltas and snapshots).
         var remoteNodes: Set<String> = []
         var lastSeen: Int64?
-        /// The last position with the restriction it was sent under (`LastPosition`).
-        var last = LastPosition()
-        /// The last position of this user (connected to another relay) that this relay delivered and that no
-        /// pause restricted, as that relay encoded it: read (`lastPosition`) only when someone asks, such as
-        /// `session.lost` when that relay dies, so the hot path only keeps a reference.
-        var deliveredRemotely: EncodedMessage?
-        /// Users who receive this user's positions (pauses applied).
-        var audience: Set<String> = []
-        /// `audience` with pauses ignored (a superset of it): whom positions of this user from another
-        /// relay may reach here, as that relay's `PositionRestriction` allows.
-        var reach: Set<String> = []
         /// Whether this user owns an active session, alarm or standing share and has not paused for
         /// everyone (`RelayState.mayBeReceived`): on a shared bus their positions are published even
         /// before anyone accepted, since another relay may already have an observer whose accept this
         /// relay has not heard of yet.
         var owner = false
+        /// The last position with the restriction it was sent under (`LastPosition`).
+        var last = LastPosition()
+        /// The last position of this user (connected to another relay) that this relay delivered and that no
+        /// pause restricted, as that relay encoded it: read (`lastPosition`) only when someone asks, such as
+        /// `session.lost` when that relay dies, so the hot path only keeps a reference.
+        var deliveredRemotely: EncodedMessage? {
+            get { deliveredRemotelyStorage.value }
+            set { deliveredRemotelyStorage.value = newValue }
+        }
+        private var deliveredRemotelyStorage = OutOfLine<EncodedMessage>()
+        /// Users who receive this user's positions (pauses applied).
+        var audience: Set<String> = []
+        /// `audience` with pauses ignored (a superset of it): whom positions of this user from another
+        /// relay may reach here, as that relay's `PositionRestriction` allows.
+        var reach: Set<String> = []
         /// For a user with pauses, whom their positions may reach on other relays (which may not have
         /// applied a pause yet); also whom this relay's answer to `hw.last` hides their position from, and
         /// the restriction each position they send is recorded under (`last`).
-        var restriction: PositionRestriction?
+        var restriction: PositionRestriction? {
+            get { restrictionStorage.value }
+            set { restrictionStorage.value = newValue }
+        }
+        private var restrictionStorage = OutOfLine<PositionRestriction>()
         /// The connections of `audience`, what a position of this user is sent to.
         var audienceSinks: [any ClientSink] = []
         /// The connections of `reach`, and (at the same index) whose each is: what a position of this user
@@ -318,11 +331,12 @@ public final class PresenceTable: PresenceView, Sendable {
     }
 
     private static func store(_ position: Position, now: Int64, in entry: inout Entry) -> Fanout {
-        entry.last.record(position, restriction: entry.restriction)
-        entry.trail.value?.record(position, restriction: entry.restriction, now: now)
+        let restriction = entry.restriction
+        entry.last.record(position, restriction: restriction)
+        entry.trail.value?.record(position, restriction: restriction, now: now)
         entry.lastSeen = now
         var fanout = Fanout(sinks: entry.audienceSinks, hasAudience: entry.owner || !entry.audience.isEmpty)
-        fanout.restriction = entry.restriction
+        fanout.restriction = restriction
         if let target = entry.destination.value, target.destination.contains(lat: position.lat, lon: position.lon) {
             fanout.arrived = target.sessionId
         }

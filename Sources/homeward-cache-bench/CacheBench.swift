@@ -51,6 +51,8 @@ struct CacheBench: AsyncParsableCommand {
     var port = 27443
     @Option(help: "An extra argument for the started relay (repeatable).")
     var relayArg: [String] = []
+    @Option(help: "Seconds to keep the --connect users connected after the RSS is read, for a profiler or gdb to look at the relay (its PID is printed).")
+    var hold = 0
 
     func run() async throws {
         if let startRelay { return try await measureRelayStarts(startRelay) }
@@ -159,7 +161,7 @@ struct CacheBench: AsyncParsableCommand {
         let limit = SystemInfo.raiseOpenFileLimit(to: 200_000)
         print("open-file limit \(limit) (the relay inherits it)")
         let env = try BenchEnvironment(threads: 2, sources: (1...4).map { "127.0.0.\($0)" })
-        let start = RelayStart(binary: binary, storeFile: storeFile, port: port, connect: connect, extraArguments: relayArg, env: env)
+        let start = RelayStart(binary: binary, storeFile: storeFile, port: port, connect: connect, extraArguments: relayArg, hold: hold, env: env)
         let knowsCache = try start.knowsCacheOption()
         let modes = cache.split(separator: ",").map(String.init)
         var results: [RelayStart.Result] = []

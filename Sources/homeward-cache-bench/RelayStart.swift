@@ -16,6 +16,8 @@ struct RelayStart {
     let port: Int
     let connect: Int
     let extraArguments: [String]
+    /// Seconds the connections stay open after the RSS is read (for a profiler), 0 for none.
+    let hold: Int
     let env: BenchEnvironment
 
     /// What one start measured.
@@ -82,6 +84,10 @@ struct RelayStart {
         let resident = SystemInfo.residentBytes(pid) ?? 0
         print("\(mode): \(sockets.count) users signed in (\(connect - sockets.count) failed) in \(CacheBench.ms(connectTime)) ms, "
             + "RSS \(resident / 1_048_576) MiB")
+        if hold > 0, relay.pid != nil {
+            print("\(mode): holding the connections \(hold) s; relay PID \(pid)")
+            try await Task.sleep(for: .seconds(hold))
+        }
         // Stopped with everyone still connected, as an operator's `systemctl stop` finds it.
         if let stopTime = Self.stop(relay) {
             print("\(mode): stopped \(CacheBench.ms(stopTime)) ms after SIGTERM with \(sockets.count + 1) connections open")
