@@ -23,9 +23,13 @@ final class CompactStateTests: XCTestCase {
         var entry = PresenceTable.Entry()
         XCTAssertNil(entry.deliveredRemotely)
         XCTAssertNil(entry.restriction)
+        entry.deliveredRemotely = EncodedMessage(.object([("type", .string("pos"))]), positionFrom: "alice")
         entry.restriction = .allBut(["bob"])
+        XCTAssertEqual(entry.deliveredRemotely?.positionFrom, "alice")
         XCTAssertEqual(entry.restriction, .allBut(["bob"]))
+        entry.deliveredRemotely = nil
         entry.restriction = nil
+        XCTAssertNil(entry.deliveredRemotely)
         XCTAssertNil(entry.restriction)
     }
 
