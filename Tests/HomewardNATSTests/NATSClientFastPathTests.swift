@@ -206,7 +206,7 @@ final class NATSClientFastPathTests: XCTestCase {
         XCTAssertEqual(received, ["position 2", "notice 1", "position 3", "asked", "position 4", "position 5", "notice 2"])
     }
 
-    func testDetachedPublishesWrittenTogetherAreOneBufferOnTheWire() async throws {
+    func testDetachedPublishesWrittenTogetherInOneBufferArriveWholeAndInOrder() async throws {
         let server = try await startServer()
         let subscriber = try await connect(server)
         let publisher = try await connect(server)
