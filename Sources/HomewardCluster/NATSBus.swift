@@ -70,19 +70,11 @@ public final class NATSBus: RelayBus {
         configuration.maxReconnectAttempts = nil
         // Positions resume within about a second of the server coming back.
         configuration.reconnect = NATSReconnectBackoff(firstDelay: .milliseconds(50), maximumDelay: .seconds(1))
-        configuration.detachedWriteInterval = positionWriteInterval
         let urls = servers.map(\.url)
         let client = try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup,
                                                   logger: logger)
         return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit)
     }
-
-    /// Positions a relay publishes go out at most once per this interval (`detachedWriteInterval`): a walker's
-    /// position right after another walker's waits up to this long and then shares its `write(2)`, and so its
-    /// read and wake-up at nats-server and at every receiving relay, whose writes to observers are then one burst
-    /// per loop. A position after a quiet moment goes at once; confirmed notices, flushes and requests write what
-    /// waits first, so they are never held up and never overtake a position.
-    static let positionWriteInterval = TimeAmount.milliseconds(2)
 
     public var isShared: Bool { true }
 
