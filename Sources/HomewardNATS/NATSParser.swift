@@ -129,9 +129,9 @@ public struct NATSParser: Sendable {
     /// The operations there are, spelled as the protocol does; the server may send them in any case.
     private static let operations = ["MSG", "HMSG", "PING", "PONG", "+OK", "-ERR", "INFO"]
 
-    /// The operation `field` names, uppercase, or "" for none. Byte by byte: making a `String` of the field and
-    /// uppercasing it for every `MSG` costs more than the rest of reading its line. (These are small strings,
-    /// held inline, so returning one allocates nothing.)
+    /// The operation `field` names, uppercase, or "" for none. Byte by byte, so that reading a `MSG` (one per
+    /// position a relay hears) does not make a `String` of the field and an uppercased copy of it. (These are
+    /// small strings, held inline, so returning one allocates nothing.)
     static func operation(_ field: ByteBuffer) -> String {
         let bytes = field.readableBytesView
         for operation in operations where operation.utf8.count == bytes.count {
