@@ -296,9 +296,10 @@ public final class PresenceTable: PresenceView, Sendable {
     public func deliverRemote(_ message: EncodedMessage, of username: String,
                               restriction: PositionRestriction?) -> [any ClientSink] {
         shard(of: username).entries.withLock { entries in
-            guard entries[username] != nil else { return [] }
-            if entries[username]!.sinks.isEmpty { entries[username]!.deliveredRemotely = restriction == nil ? message : nil }
-            return Self.remoteSinks(entries[username]!, restriction: restriction)
+            // One hash of the name for the whole delivery: every position heard from another relay passes here.
+            guard let index = entries.index(forKey: username) else { return [] }
+            if entries.values[index].sinks.isEmpty { entries.values[index].deliveredRemotely = restriction == nil ? message : nil }
+            return Self.remoteSinks(entries.values[index], restriction: restriction)
         }
     }
 

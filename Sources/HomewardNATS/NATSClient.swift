@@ -24,9 +24,16 @@ public final class NATSClient: Sendable {
     private let requestNumbers = Atomic<UInt64>(0)
     private let droppedPublishCount = NATSCounter()
     private let reconnectCount: NATSCounter
-    /// What `publishDetached` handed over that the client's loop has not written yet, and whether a task that
-    /// writes it is on its way there.
-    private let detached = Mutex<(waiting: [DetachedPublish], writeScheduled: Bool)>(([], false))
+    /// What `publishDetached` handed over that the client's loop has not written yet, whether a task that
+    /// writes it is on its way there, and when the last write of them was (`detachedWriteInterval`).
+    private let detached = Mutex<DetachedQueue>(DetachedQueue())
+
+    struct DetachedQueue {
+        var waiting: [DetachedPublish] = []
+        /// A task will take `waiting`. (A write that others' calls made first may leave one that finds nothing.)
+        var writeScheduled = false
+        var lastWrite = NIODeadline.uptimeNanoseconds(0)
+    }
 
     /// One message of `publishDetached`.
     struct DetachedPublish: Sendable {
@@ -72,7 +79,10 @@ public final class NATSClient: Sendable {
         try NATSSubject.validate(subject, wildcards: false)
         if let replyTo { try NATSSubject.validate(replyTo, wildcards: false) }
         let core = self.core
-        _ = try await eventLoop.submit { try core.value.publish(subject: subject, replyTo: replyTo, payload: payload) }.get()
+        _ = try await eventLoop.submit {
+            self.writeDetached()
+            return try core.value.publish(subject: subject, replyTo: replyTo, payload: payload)
+        }.get()
     }
 
     /// Publishes without waiting, for callers on an event loop that must not suspend (a relay's position
@@ -82,31 +92,42 @@ public final class NATSClient: Sendable {
     ///
     /// Messages handed over while the loop has not yet written the earlier ones go out with them: one task
     /// on the loop and one `write(2)` for all (everything published during one turn of the client's loop
-    /// from that loop, and whatever other threads publish meanwhile), with no delay added.
+    /// from that loop, and whatever other threads publish meanwhile). With a `detachedWriteInterval`, also
+    /// everything handed over until that long after the previous such write; a message that comes later than
+    /// that waits for nothing.
     public func publishDetached(subject: String, payload: ByteBuffer) {
         do throws(NATSError) { try NATSSubject.validate(subject, wildcards: false) } catch {
             droppedPublishCount.increment()
             return
         }
-        let first = detached.withLock { detached in
+        let interval = configuration.detachedWriteInterval
+        let delay: TimeAmount? = detached.withLock { detached in
             detached.waiting.append(DetachedPublish(subject: subject, payload: payload))
-            guard !detached.writeScheduled else { return false }
+            guard !detached.writeScheduled else { return nil }
             detached.writeScheduled = true
-            return true
+            guard interval > .zero else { return .zero }
+            return max(.zero, detached.lastWrite + interval - .now())
         }
-        // Otherwise the task scheduled before takes this message too: it has not taken the waiting ones yet.
-        guard first else { return }
-        eventLoop.execute { self.writeDetached() }
+        // nil: the task scheduled before takes this message too, as it has not taken the waiting ones yet.
+        guard let delay else { return }
+        if delay > .zero {
+            eventLoop.scheduleTask(in: delay) { self.writeDetached() }
+        } else {
+            eventLoop.execute { self.writeDetached() }
+        }
     }
 
     /// On the loop: publishes everything `publishDetached` handed over so far, in order, with one flush.
+    /// Every other call that writes does this first, so nothing it sends overtakes a message handed over before.
     private func writeDetached() {
         let messages = detached.withLock { detached in
             detached.writeScheduled = false
             var taken: [DetachedPublish] = []
             swap(&taken, &detached.waiting)
+            if !taken.isEmpty { detached.lastWrite = .now() }
             return taken
         }
+        guard !messages.isEmpty else { return }
         let failed = core.value.publish(messages)
         if failed > 0 { droppedPublishCount.add(failed) }
     }
@@ -128,7 +149,8 @@ public final class NATSClient: Sendable {
         let limit = max(1, bufferLimit ?? configuration.subscriptionBufferLimit)
         let core = self.core
         let made = try await eventLoop.submit {
-            try core.value.subscribe(subject: subject, queueGroup: queueGroup, bufferLimit: limit, overflow: overflow)
+            self.writeDetached()
+            return try core.value.subscribe(subject: subject, queueGroup: queueGroup, bufferLimit: limit, overflow: overflow)
         }.get()
         return NATSSubscription(subject: subject, queueGroup: queueGroup, id: made.id, stream: made.stream, drops: made.drops,
                                 received: made.received, client: self)
@@ -146,14 +168,18 @@ public final class NATSClient: Sendable {
         if let queueGroup { try NATSSubject.validateQueueGroup(queueGroup) }
         let core = self.core
         let made = try await eventLoop.submit {
-            try core.value.subscribe(subject: subject, queueGroup: queueGroup, consumer: .handler(handler))
+            self.writeDetached()
+            return try core.value.subscribe(subject: subject, queueGroup: queueGroup, consumer: .handler(handler))
         }.get()
         return NATSHandlerSubscription(subject: subject, queueGroup: queueGroup, id: made.id, received: made.received, client: self)
     }
 
     func unsubscribe(id: UInt64, afterMessages max: Int?) async {
         let core = self.core
-        try? await eventLoop.submit { core.value.unsubscribe(id: id, afterMessages: max) }.get()
+        try? await eventLoop.submit {
+            self.writeDetached()
+            core.value.unsubscribe(id: id, afterMessages: max)
+        }.get()
     }
 
     /// Publishes with a reply subject in this client's inbox and returns the first reply, or throws
@@ -166,7 +192,10 @@ public final class NATSClient: Sendable {
         let amount = TimeAmount(timeout)
         let number = requestNumbers.add(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
-            let reply = loop.flatSubmit { core.value.request(number: number, subject: subject, payload: payload, timeout: amount) }
+            let reply = loop.flatSubmit {
+                self.writeDetached()
+                return core.value.request(number: number, subject: subject, payload: payload, timeout: amount)
+            }
             // A cancel that came before the request was registered found nothing to cancel: repeat it after.
             if Task.isCancelled { loop.execute { core.value.cancelRequest(number: number) } }
             return try await reply.get()
@@ -179,7 +208,10 @@ public final class NATSClient: Sendable {
     public func flush(timeout: Duration = .seconds(5)) async throws {
         let core = self.core
         let amount = TimeAmount(timeout)
-        try await eventLoop.flatSubmit { core.value.flush(timeout: amount) }.get()
+        try await eventLoop.flatSubmit {
+            self.writeDetached()
+            return core.value.flush(timeout: amount)
+        }.get()
     }
 
     /// Whether a connection is up right now (false while reconnecting and after `close()`).

@@ -47,7 +47,16 @@ public enum NATSClientCommand: Sendable, Equatable {
             buffer.writeBytes(try! JSONEncoder().encode(options))
             buffer.writeStaticString("\r\n")
         case .publish(let subject, let replyTo, let payload):
-            Self.writeLine(["PUB", subject, replyTo, String(payload.readableBytes)], into: &buffer)
+            // Field by field rather than `writeLine`: a relay writes one for every position it publishes.
+            buffer.writeStaticString("PUB ")
+            buffer.writeString(subject)
+            if let replyTo {
+                buffer.writeInteger(UInt8(ascii: " "))
+                buffer.writeString(replyTo)
+            }
+            buffer.writeInteger(UInt8(ascii: " "))
+            buffer.writeString(String(payload.readableBytes))
+            buffer.writeStaticString("\r\n")
             buffer.writeImmutableBuffer(payload)
             buffer.writeStaticString("\r\n")
         case .subscribe(let subject, let queueGroup, let id):

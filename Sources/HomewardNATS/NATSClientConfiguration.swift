@@ -20,6 +20,12 @@ public struct NATSClientConfiguration: Sendable {
     /// Whether the server sends this client the messages it published itself to subjects it subscribes to
     /// (CONNECT `echo`). A relay turns it off: it has already delivered its own messages.
     public var echo = true
+    /// `publishDetached` writes at most once per this interval: a message handed over sooner after the last
+    /// write waits for the rest of it, and goes with everything handed over meanwhile in one `write(2)`; one handed
+    /// over later goes at once. Zero: each goes at once (as many as arrive during one turn of the loop in one write).
+    /// Anything else the client sends (a publish, a request, a flush, a subscription) first writes what waits,
+    /// so the wire keeps the order of the calls.
+    public var detachedWriteInterval: TimeAmount = .zero
     /// How long `close()` waits for the server to confirm what was written (one PING round trip).
     public var closeFlushTimeout: TimeAmount = .seconds(2)
 

@@ -296,6 +296,24 @@ final class NATSClientCore {
     /// Publishes `messages` in order with one flush for all of them: one `write(2)` where a flush per
     /// message would make one each. Returns how many could not be sent (see `publish`).
     func publish(_ messages: [NATSClient.DetachedPublish]) -> Int {
+        if messages.count > 1, machine.isConnected, let channel {
+            // All in one buffer: one pass through the pipeline and one iovec instead of one per message.
+            let size = messages.reduce(0) { $0 + $1.subject.utf8.count + $1.payload.readableBytes + 32 }
+            var frames = channel.allocator.buffer(capacity: size)
+            var failed = 0
+            for message in messages {
+                guard machine.refusal(ofPayloadSize: message.payload.readableBytes) == nil else {
+                    failed += 1
+                    continue
+                }
+                NATSClientCommand.publish(subject: message.subject, replyTo: nil, payload: message.payload).write(into: &frames)
+            }
+            if frames.readableBytes > 0 {
+                channel.write(frames, promise: nil)
+                flushSocket()
+            }
+            return failed
+        }
         var failed = 0
         var written = false
         for message in messages {

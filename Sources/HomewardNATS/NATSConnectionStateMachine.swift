@@ -265,7 +265,7 @@ struct NATSConnectionStateMachine {
 
     /// A publish, already encoded as `frame` (PUB line, payload, CRLF).
     mutating func publish(_ frame: ByteBuffer, payloadSize: Int) -> PublishAction {
-        if let limit = serverInfo?.maxPayload, payloadSize > limit { return .fail(.payloadTooLarge(size: payloadSize, limit: limit)) }
+        if let error = refusal(ofPayloadSize: payloadSize) { return .fail(error) }
         switch state {
         case .connected: return .write
         case .closed: return .fail(.closed)
@@ -277,6 +277,12 @@ struct NATSConnectionStateMachine {
             bufferedBytes += frame.readableBytes
             return .buffered
         }
+    }
+
+    /// Why a payload of `size` bytes cannot be published (larger than the server's `max_payload`), or nil.
+    func refusal(ofPayloadSize size: Int) -> NATSError? {
+        guard let limit = serverInfo?.maxPayload, size > limit else { return nil }
+        return .payloadTooLarge(size: size, limit: limit)
     }
 
     /// Records the subscription; returns whether to send SUB now (else the next handshake sends it).

@@ -86,8 +86,7 @@ public struct NATSParser: Sendable {
     private mutating func parseControlLine(_ line: ByteBuffer) throws(NATSError) -> NATSServerOp? {
         let fields = Self.fields(of: line)
         guard let first = fields.first else { throw .protocolError("empty control line") }
-        let operation = String(buffer: first).uppercased()
-        switch operation {
+        switch Self.operation(first) {
         case "MSG":
             // MSG <subject> <sid> [reply-to] <#bytes>
             guard fields.count == 4 || fields.count == 5 else { throw .protocolError("malformed MSG: \(String(buffer: line))") }
@@ -123,8 +122,25 @@ public struct NATSParser: Sendable {
                 throw .protocolError("INFO is not a JSON object: \(error)")
             }
         default:
-            throw .protocolError("unknown operation '\(operation.prefix(32))'")
+            throw .protocolError("unknown operation '\(String(buffer: first).uppercased().prefix(32))'")
         }
+    }
+
+    /// The operations there are, spelled as the protocol does; the server may send them in any case.
+    private static let operations = ["MSG", "HMSG", "PING", "PONG", "+OK", "-ERR", "INFO"]
+
+    /// The operation `field` names, uppercase, or "" for none. Byte by byte, so that reading a `MSG` (one per
+    /// position a relay hears) does not make a `String` of the field and an uppercased copy of it. (These are
+    /// small strings, held inline, so returning one allocates nothing.)
+    static func operation(_ field: ByteBuffer) -> String {
+        let bytes = field.readableBytesView
+        for operation in operations where operation.utf8.count == bytes.count {
+            let matches = zip(operation.utf8, bytes).allSatisfy { expected, byte in
+                byte == expected || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") && byte - 32 == expected)
+            }
+            if matches { return operation }
+        }
+        return ""
     }
 
     private func checkedSize(_ size: UInt64) throws(NATSError) -> Int {

@@ -129,6 +129,98 @@ final class NATSClientFastPathTests: XCTestCase {
         XCTAssertEqual(received, ["notice"])
     }
 
+    // MARK: detachedWriteInterval
+
+    /// A publisher that writes detached messages at most once per `interval` (long enough that, within a test,
+    /// only a quiet moment or another call writes them).
+    private func connect(_ server: NATSServerProcess, detachedWriteInterval interval: TimeAmount) async throws -> NATSClient {
+        var configuration = NATSClientConfiguration.fastReconnect
+        configuration.detachedWriteInterval = interval
+        let client = try await NATSClient.connect(urls: [server.url], configuration: configuration)
+        addTeardownBlock { await client.close() }
+        return client
+    }
+
+    func testWithAWriteIntervalADetachedPublishAfterAQuietMomentGoesAtOnce() async throws {
+        let server = try await startServer()
+        let subscriber = try await connect(server)
+        let publisher = try await connect(server, detachedWriteInterval: .milliseconds(50))
+        let subscription = try await subscriber.subscribe(subject: "hw.pos.ann")
+        try await subscriber.flush()
+        let started = ContinuousClock.now
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "first"))
+        let received = try await receive(subscription, 1)
+        XCTAssertEqual(received, ["first"])
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(50), "nothing was written before it: no wait")
+    }
+
+    func testWithAWriteIntervalDetachedPublishesSoonAfterAWriteWaitAndGoOutTogether() async throws {
+        let server = try await startServer()
+        let subscriber = try await connect(server)
+        let publisher = try await connect(server, detachedWriteInterval: .milliseconds(300))
+        let subscription = try await subscriber.subscribe(subject: "hw.pos.*")
+        try await subscriber.flush()
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "ann 1"))
+        let first = try await receive(subscription, 1)
+        XCTAssertEqual(first, ["ann 1"])
+        let before = await publisher.socketFlushCount()
+        let waited = ContinuousClock.now
+        // Each in its own turn of the client's loop: without the interval, one write each.
+        let later = ["bob 1", "ann 2", "cid 1", "ann 3"]
+        for text in later {
+            try await publisher.eventLoop.submit {
+                publisher.publishDetached(subject: "hw.pos.\(text.prefix(3))", payload: ByteBuffer(string: text))
+            }.get()
+        }
+        let rest = try await receive(subscription, later.count)
+        XCTAssertEqual(rest, later, "in the order handed over")
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - waited, .milliseconds(200), "held until the interval since the first write")
+        let flushes = await publisher.socketFlushCount() - before
+        XCTAssertEqual(flushes, 1, "one write for the four")
+        XCTAssertEqual(publisher.droppedPublishes, 0)
+    }
+
+    func testWithAWriteIntervalEveryOtherCallWritesWhatWaitsFirst() async throws {
+        let server = try await startServer()
+        let subscriber = try await connect(server)
+        // Far longer than the test: only the calls below write what waits.
+        let publisher = try await connect(server, detachedWriteInterval: .seconds(60))
+        let subscription = try await subscriber.subscribe(subject: "hw.>")
+        try await subscriber.flush()
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "position 1"))
+        let first = try await receive(subscription, 1)
+        XCTAssertEqual(first, ["position 1"])
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "position 2"))
+        try await publisher.publish(subject: "hw.changes", payload: ByteBuffer(string: "notice 1"))
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "position 3"))
+        _ = try? await publisher.request(subject: "hw.last.ann", payload: ByteBuffer(string: "asked"), timeout: .milliseconds(1))
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "position 4"))
+        let walker = try await publisher.subscribe(subject: "hw.pos.bob")
+        publisher.publishDetached(subject: "hw.pos.ann", payload: ByteBuffer(string: "position 5"))
+        await walker.unsubscribe()
+        publisher.publishDetached(subject: "hw.changes", payload: ByteBuffer(string: "notice 2"))
+        try await publisher.flush()
+        // The flush's PONG came after every message above reached the server: the subscriber has them all.
+        try await subscriber.flush()
+        let received = try await receive(subscription, 7)
+        XCTAssertEqual(received, ["position 2", "notice 1", "position 3", "asked", "position 4", "position 5", "notice 2"])
+    }
+
+    func testDetachedPublishesWrittenTogetherInOneBufferArriveWholeAndInOrder() async throws {
+        let server = try await startServer()
+        let subscriber = try await connect(server)
+        let publisher = try await connect(server)
+        let subscription = try await subscriber.subscribe(subject: "hw.pos.*")
+        try await subscriber.flush()
+        let big = String(repeating: "x", count: 2_000)
+        let texts = ["a", big, "", "b\r\nc"]
+        try await publisher.eventLoop.submit {
+            for (index, text) in texts.enumerated() { publisher.publishDetached(subject: "hw.pos.w\(index)", payload: ByteBuffer(string: text)) }
+        }.get()
+        let received = try await receive(subscription, texts.count)
+        XCTAssertEqual(received, texts, "each message whole, in order")
+    }
+
     // MARK: Handler subscriptions
 
     func testAHandlerSubscriptionGetsEachMessageOnTheClientsLoopInOrder() async throws {
