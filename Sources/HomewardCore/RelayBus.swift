@@ -82,6 +82,8 @@ public struct ChangeNotice: Sendable, Equatable {
     /// caches instead of reloading (see `Relay+Deltas`). Nil when they cannot be known (a relay of another
     /// version sent it, it could not be read, or they were too large to send): the receiver then reloads.
     public var commits: [Commit]?
+    /// Where the notice goes besides the subject every whole cache reads (the sender's business only: not sent).
+    public var address: NoticeAddress
 
     /// One transaction of the committing relay.
     public struct Commit: Sendable, Equatable {
@@ -110,8 +112,9 @@ public struct ChangeNotice: Sendable, Equatable {
     }
 
     public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = [],
-                commits: [Commit]? = []) {
+                commits: [Commit]? = [], address: NoticeAddress = NoticeAddress()) {
         self.node = node
+        self.address = address
         self.events = events
         self.closeViewers = closeViewers
         self.revokedTokens = revokedTokens
@@ -120,6 +123,24 @@ public struct ChangeNotice: Sendable, Equatable {
 
     /// Stands for a notice the bus could not read: it tells nothing but that the cache must be reloaded.
     public static let unreadable = ChangeNotice(node: "", commits: nil)
+}
+
+/// Whom a change notice concerns, for the bus to publish it where the relays that need it listen: the users whose
+/// part of a cache it changes or who hear its events (`RelayState.noticeUsers`), and the owners of what it writes
+/// that has a deadline (`RelayState.timerOwners`: the relay holding their timer shard must hear of it).
+public struct NoticeAddress: Sendable, Equatable {
+    public var users: Set<String>
+    public var timerOwners: Set<String>
+
+    public init(users: Set<String> = [], timerOwners: Set<String> = []) {
+        self.users = users
+        self.timerOwners = timerOwners
+    }
+
+    public mutating func formUnion(_ other: NoticeAddress) {
+        users.formUnion(other.users)
+        timerOwners.formUnion(other.timerOwners)
+    }
 }
 
 /// The bus of a relay that is alone: nothing to send, nothing to hear.
