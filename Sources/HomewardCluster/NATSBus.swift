@@ -51,7 +51,7 @@ public final class NATSBus: RelayBus {
     /// the barrier waits for; none for a bus that hears only the subjects it follows (`readsEveryNotice` false).
     private let changes = Mutex<(started: Bool, subscription: NATSSubscription?)>((false, nil))
     /// Whether the relay hears every notice (`hw.changes`), or only those of the users and timer shards it follows.
-    private let readsEveryNotice: Bool
+    public let readsEveryNotice: Bool
     private let handoff = NoticeHandoff()
 
     /// This relay's epoch on the bus (new at each start) and the stamps of the notices it sends on users' and timer
@@ -231,7 +231,7 @@ public final class NATSBus: RelayBus {
     /// them), so that every notice published after this returns reaches this relay (or once that cannot be confirmed
     /// now: a reconnect subscribes again, and the relay reloads for it). Notices that come on several of the
     /// followed subjects are handed over once (`NoticeDuplicates`).
-    public func follow(users: Set<String>, unfollowing: Set<String> = []) async {
+    public func follow(users: Set<String>, unfollowing: Set<String>) async {
         await changeFollowed(adding: Set(users.map(ClusterSubjects.changes(of:))),
                              removing: Set(unfollowing.subtracting(users).map(ClusterSubjects.changes(of:))))
     }

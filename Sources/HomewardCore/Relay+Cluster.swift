@@ -244,6 +244,8 @@ extension Relay: BusReceiver {
     /// connected user what is pending for them now and was not before (an alarm raised on another relay
     /// meanwhile), as their next sign-in would.
     func busBack() async {
+        // At start, the shards a relay fires from the beginning (a relay given them all) are followed before the reload.
+        if followsUsers, !cluster.busStopped { await bus.followTimerShards(taking: timerShards, releasing: .none) }
         let shown = cluster.backlogShown ?? [:]
         cluster.backlogShown = nil
         cluster.caughtUp = [:]
@@ -397,6 +399,9 @@ extension Relay: BusReceiver {
         ])
         // Nothing outside `shards` is fired from here on: the lease may hand the given ones to another relay.
         continuation.resume()
+        // A cache that follows its users hears the deadlines of its shards' users on their subjects: those taken are
+        // followed before the store is read for them (below), those given up no longer.
+        if followsUsers, !cluster.busStopped { await bus.followTimerShards(taking: taken, releasing: given) }
         if taken.isEmpty {
             armTimer()
             return

@@ -49,6 +49,21 @@ public protocol RelayBus: Sendable {
     var generation: Int? { get }
     /// Stops delivering and closes the connection to the bus.
     func stop() async
+    /// Whether the bus hands the relay every change notice of the cluster (a whole cache needs them all), or only
+    /// those of the users and timer shards the relay follows (`follow`): a cache of connected users.
+    var readsEveryNotice: Bool { get }
+    /// Subscribes to the change notices about `users` and drops those about `unfollowing`; returns once the bus has
+    /// the subscriptions (or cannot have them now: they are made on reconnecting, and the relay reloads then).
+    func follow(users: Set<String>, unfollowing: Set<String>) async
+    /// Subscribes to the change notices that write deadlines of the users in `taking`'s timer shards, and drops those
+    /// of `releasing`, as `follow(users:unfollowing:)` does.
+    func followTimerShards(taking: TimerShards, releasing: TimerShards) async
+}
+
+extension RelayBus {
+    public var readsEveryNotice: Bool { true }
+    public func follow(users: Set<String>, unfollowing: Set<String>) async {}
+    public func followTimerShards(taking: TimerShards, releasing: TimerShards) async {}
 }
 
 /// What a bus delivers to its relay.
