@@ -52,6 +52,8 @@ public final class NATSBus: RelayBus {
     private let changes = Mutex<(started: Bool, subscription: NATSSubscription?)>((false, nil))
     /// Whether the relay hears every notice (`hw.changes`), or only those of the users and timer shards it follows.
     public let readsEveryNotice: Bool
+    /// Whether this relay's notices also go to the subjects of the users and timer shards they concern (`publish`).
+    private let publishesPerUser: Bool
     private let handoff = NoticeHandoff()
 
     /// This relay's epoch on the bus (new at each start) and the stamps of the notices it sends on users' and timer
@@ -70,9 +72,10 @@ public final class NATSBus: RelayBus {
     private let noticeMessagesPublished: Counter
     private let followedSubjects: Gauge
 
-    private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int, readsEveryNotice: Bool,
-                 metrics: any MetricsFactory) {
+    private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int, publishesPerUser: Bool,
+                 readsEveryNotice: Bool, metrics: any MetricsFactory) {
         self.client = client
+        self.publishesPerUser = publishesPerUser
         self.readsEveryNotice = readsEveryNotice
         self.node = node
         self.logger = logger
@@ -89,11 +92,15 @@ public final class NATSBus: RelayBus {
     /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
     /// `eventLoopGroup`. A relay gives its own, so that positions heard go from the socket to the observers'
     /// loops with no thread between (that loop's fan-out batches them, as it does for positions of its own walkers).
-    /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small).
+    /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small). `publishesPerUser`: notices also go to each
+    /// user's and timer shard's subject (`--change-notices per-user`, on every relay of the cluster); `readsEveryNotice`
+    /// false: the relay hears only the subjects it follows (a cache of connected users, with notices per user).
     public static func connect(servers: [NATSServerAddress], node: String, logger: Logger,
                                eventLoopGroup: any EventLoopGroup = NATSClient.defaultEventLoopGroup,
-                               changeBufferLimit: Int = 65_536, readsEveryNotice: Bool = true,
+                               changeBufferLimit: Int = 65_536, publishesPerUser: Bool = true, readsEveryNotice: Bool = true,
                                metrics: any MetricsFactory = MetricsSystem.factory) async throws -> NATSBus {
+        // A relay hearing only what it follows needs every relay to publish per user (`--change-notices`).
+        precondition(readsEveryNotice || publishesPerUser, "a bus that reads only followed subjects publishes on them too")
         var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
         configuration.echo = false
         // A relay must not stop for a NATS outage: it keeps serving its own connections and retries.
@@ -104,7 +111,7 @@ public final class NATSBus: RelayBus {
         let client = try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup,
                                                   logger: logger)
         return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit,
-                       readsEveryNotice: readsEveryNotice, metrics: metrics)
+                       publishesPerUser: publishesPerUser, readsEveryNotice: readsEveryNotice, metrics: metrics)
     }
 
     public var isShared: Bool { true }
@@ -422,6 +429,10 @@ public final class NATSBus: RelayBus {
     private func publish(_ notice: ChangeNotice, number: UInt64) {
         let payload = ClusterCodec.encode(notice)
         client.publishDetached(subject: ClusterSubjects.changes, payload: payload)
+        guard publishesPerUser else {
+            noticeMessagesPublished.increment()
+            return
+        }
         let shards = Set(notice.address.timerOwners.map(TimerShards.shard(of:)))
         let subjects = notice.address.users.sorted().map(ClusterSubjects.changes(of:)) + shards.sorted().map(ClusterSubjects.timerChanges(of:))
         noticeMessagesPublished.increment(by: 1 + subjects.count)

@@ -164,9 +164,11 @@ public struct RelayServer: Sendable {
     private func openBus(on eventLoops: any EventLoopGroup, metrics: any MetricsFactory) async throws -> any RelayBus {
         guard case .nats(let servers) = configuration.bus else { return LocalBus() }
         do {
-            // A cache of connected users hears only the notices of the users it follows (`Relay+Following`).
+            // With notices per user, a cache of connected users hears only those of the users it follows (`Relay+Following`).
+            let perUser = configuration.changeNotices == .perUser
             return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger, eventLoopGroup: eventLoops,
-                                             readsEveryNotice: configuration.cache != .connected, metrics: metrics)
+                                             publishesPerUser: perUser, readsEveryNotice: !(perUser && configuration.cache == .connected),
+                                             metrics: metrics)
         } catch {
             throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
         }
