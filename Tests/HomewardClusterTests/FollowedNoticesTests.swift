@@ -79,23 +79,21 @@ final class FollowedNoticesTests: XCTestCase {
 
     func testAdmissionFollowsBeforeItReadsSoACommitRacingItIsNotLost() async throws {
         let (harness, store, other, bBus, _) = try await twoRelays()
-        let (alice, aliceAuth) = try await harness.connect("alice")
-        // Right after bob's slice is read, before the relay has it, alice invites him (on her relay).
-        let sessionID = Mutex<String?>(nil)
-        // Used by the hook alone, while this test waits for the sign-in: never from two tasks at once.
-        nonisolated(unsafe) let aliceRelay = harness
+        let (carol, carolAuth) = try await harness.connect("carol")
+        // Right after carol's slice is read for her admission on the other relay, before it has it, she changes her alarm
+        // contacts on her own relay: a commit about her alone, in no one else's slice.
+        // Used by the hook alone, while this test waits for the admission: never from two tasks at once.
+        nonisolated(unsafe) let carolsRelay = harness
         store.afterNextSlice {
-            let started = try await aliceRelay.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
-            sessionID.withLock { $0 = started.field("session")?["sessionId"]?.stringValue }
+            _ = try await carolsRelay.ok(.alarmContacts(usernames: ["alice"]), as: carolAuth, sink: carol)
         }
-        _ = try await signIn("bob", on: other, harness)
+        try await other.admit(["carol"])
         await other.drain()
-        let id = try XCTUnwrap(sessionID.withLock { $0 }, "the racing commit was made")
-        XCTAssertTrue(bBus.received.contains { $0.address.users.contains("bob") }, "its notice reached the relay following bob")
-        let invitees = await other.state.sessions[id]?.invitees
-        XCTAssertEqual(invitees, ["bob"], "the invite committed after bob's slice was read is in his part")
+        XCTAssertTrue(bBus.received.contains { $0.address.users.contains("carol") }, "its notice reached the relay following carol")
+        let contacts = await other.state.contacts["carol"]
+        XCTAssertEqual(contacts, ["alice"], "the commit made after carol's slice was read is in her part")
         let versions = await other.versions
-        XCTAssertEqual(versions?["bob"] ?? 0, store.versions["bob"] ?? 0)
+        XCTAssertEqual(versions?["carol"], store.versions["carol"])
     }
 
     func testAGapForAFollowedUserIsRepairedByTheirSliceNotAWholeReload() async throws {
