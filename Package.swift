@@ -61,6 +61,7 @@ let package = Package(
                 "HomewardCore", "HomewardProtocol", "HomewardNATS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // Web Push (RFC 8030) as an application server: message encryption (RFC 8291, aes128gcm),

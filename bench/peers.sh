@@ -11,7 +11,8 @@
 # "cluster" is what the homeward-cluster relays share: PostgreSQL on 127.0.0.1:15432 (database
 # homeward for the homeward-cluster relays and homeward_one for homeward-pg, user postgres, no password;
 # initdb as the postgres user) and a second, plain nats-server
-# as their bus on 127.0.0.1:14223 (DIR/bus.pid).
+# as their bus on 127.0.0.1:14223 (DIR/bus.pid), its monitoring on 127.0.0.1:18222 (`writes` reads /connz
+# there: the messages each relay received).
 set -euo pipefail
 
 cmd=${1:-}
@@ -26,6 +27,7 @@ NATS_PORT=${NATS_PORT:-14222}
 MQTT_PORT=${MQTT_PORT:-18883}
 PG_PORT=${PG_PORT:-15432}
 BUS_PORT=${BUS_PORT:-14223}
+BUS_MONITOR_PORT=${BUS_MONITOR_PORT:-18222}
 
 wait_port() {
   local port=$1
@@ -124,7 +126,7 @@ EOF
       ;;
     cluster)
       stop_pid "$dir/bus.pid"
-      nats-server -a 127.0.0.1 -p "$BUS_PORT" >"$dir/bus.log" 2>&1 &
+      nats-server -a 127.0.0.1 -p "$BUS_PORT" -m "$BUS_MONITOR_PORT" >"$dir/bus.log" 2>&1 &
       echo $! > "$dir/bus.pid"
       wait_port "$BUS_PORT" || { cat "$dir/bus.log" >&2; exit 1; }
       pgbin=$(compgen -G "/usr/lib/postgresql/*/bin" | sort -V | tail -n 1)

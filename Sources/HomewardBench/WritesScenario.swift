@@ -41,6 +41,9 @@ public struct WritesResult: Sendable {
     /// CPU time per acknowledged write while the writes ran, microseconds, for each process that took part
     /// (`WritesScenario.processes`): where a write's cost goes when the cores, not the store, limit the rate.
     public var cpuPerWrite: [(name: String, micros: Double)] = []
+    /// Messages nats-server sent each relay (change notices, presence) while the writes ran, per acknowledged write, and
+    /// those each relay published (`BusTraffic`); empty without a bus.
+    public var busPerWrite: [(name: String, received: Double, published: Double)] = []
 
     public var writesPerSecond: Double { Double(acknowledged) / max(seconds, 0.001) }
     public var readsPerSecond: Double { Double(reads) / max(readSeconds, 0.001) }
@@ -52,7 +55,8 @@ public struct WritesResult: Sendable {
          "reads": reads, "readsPerSecond": readsPerSecond.rounded(), "readLatency": readLatency.json, "readErrors": readErrors,
          "postgresStatementsDuringReads": statementsDuringReads ?? NSNull(),
          "postgresStatementsDuringWrites": statementsDuringWrites ?? NSNull(),
-         "cpuMicrosPerWrite": Dictionary(cpuPerWrite.map { ($0.name, $0.micros) }) { a, _ in a }]
+         "cpuMicrosPerWrite": Dictionary(cpuPerWrite.map { ($0.name, $0.micros) }) { a, _ in a },
+         "busMessagesPerWrite": Dictionary(busPerWrite.map { ($0.name, ["received": $0.received, "published": $0.published]) }) { a, _ in a }]
     }
 }
 
@@ -135,6 +139,7 @@ public enum WritesScenario {
         let statementsBefore = proxy?.statements
         let processes = Self.processes(of: driver)
         let cpuBefore = processes.map { CPUSample(pids: $0.pids()) }
+        let busBefore = driver.nodes.count > 1 ? BusTraffic.sample() : [:]
         let (tallies, writeSeconds) = await measure(writers.count, seconds: config.seconds, timeout: config.requestTimeout) { index in
             let writer = writers[index]
             let request = writer.next()
@@ -142,6 +147,7 @@ public enum WritesScenario {
         } link: { writers[$0].link }
         let statementsAfterWrites = proxy?.statements
         let cpuAfter = processes.map { CPUSample(pids: $0.pids()) }
+        let busAfter = driver.nodes.count > 1 ? BusTraffic.sample() : [:]
         // What is in flight when the time is up is not counted, but must be answered before reads start.
         try await Task.sleep(for: .milliseconds(200))
 
@@ -149,6 +155,15 @@ public enum WritesScenario {
         result.statementsDuringWrites = difference(statementsBefore, statementsAfterWrites)
         result.cpuPerWrite = processes.indices.map { index in
             (processes[index].name, cpuAfter[index].seconds(since: cpuBefore[index]) * 1e6 / Double(max(1, result.acknowledged)))
+        }
+        result.busPerWrite = busAfter.keys.sorted().map { name in
+            let after = busAfter[name]!, before = busBefore[name] ?? (0, 0)
+            let writes = Double(max(1, result.acknowledged))
+            return (name, Double(after.received - before.received) / writes, Double(after.published - before.published) / writes)
+        }
+        if !result.busPerWrite.isEmpty {
+            log("\(driver.name): bus messages per acknowledged write, received / published: "
+                + result.busPerWrite.map { String(format: "%@ %.2f / %.2f", $0.name, $0.received, $0.published) }.joined(separator: "; "))
         }
         log("\(driver.name): CPU per acknowledged write (us): "
             + result.cpuPerWrite.map { String(format: "%@ %.1f", $0.name, $0.micros) }.joined(separator: "; "))
@@ -293,6 +308,16 @@ extension WritesResult {
                 lines.append("| \(WritesResult.label(result.broker)) | **all** | " + String(format: "%.1f", total) + " |")
             }
         }
+        let withBus = results.filter { !$0.busPerWrite.isEmpty }
+        if !withBus.isEmpty {
+            lines += ["", "Bus messages per acknowledged write while the writes ran, per relay (nats-server's `/connz`):", "",
+                      "| configuration | relay | received | published |", "|---|---|---:|---:|"]
+            for result in withBus {
+                for relay in result.busPerWrite {
+                    lines.append("| \(WritesResult.label(result.broker)) | \(relay.name) | " + String(format: "%.2f | %.2f", relay.received, relay.published) + " |")
+                }
+            }
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -303,5 +328,33 @@ extension WritesResult {
         case "homeward-cluster": return "three relays, PostgreSQL + NATS"
         default: return broker
         }
+    }
+}
+
+/// What nats-server (the cluster's bus, `bench/peers.sh`) counts per relay connection: the messages it sent the relay and
+/// those the relay published, read from its monitoring endpoint (`/connz`) with curl. Empty when it cannot be read.
+enum BusTraffic {
+    static let connz = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["BUS_MONITOR_PORT"] ?? "18222")/connz?limit=1024"
+
+    /// Per relay ("n1", "n2"…, from its client name `homeward-relay NODE`): messages received and published so far.
+    static func sample() -> [String: (received: Int, published: Int)] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-s", "--max-time", "2", connz]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return [:] }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let connections = json["connections"] as? [[String: Any]] else { return [:] }
+        var traffic: [String: (received: Int, published: Int)] = [:]
+        for connection in connections {
+            guard let name = connection["name"] as? String, name.hasPrefix("homeward-relay ") else { continue }
+            let node = String(name.dropFirst("homeward-relay ".count))
+            traffic[node] = ((connection["out_msgs"] as? Int) ?? 0, (connection["in_msgs"] as? Int) ?? 0)
+        }
+        return traffic
     }
 }

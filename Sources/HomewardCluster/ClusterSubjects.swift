@@ -2,6 +2,12 @@
 enum ClusterSubjects {
     /// Change notices of every relay (each relay's cache must refresh, whoever the events are for).
     static let changes = "hw.changes"
+    /// The change notices about one user: those whose commits change their part of a cache, or with an event for them
+    /// (`NoticeAddress.users`). `.` as `~`, as for positions; a user named `timers` is `hw.changes.timers`, one token
+    /// fewer than a shard's subject.
+    static func changes(of user: String) -> String { "hw.changes." + token(user) }
+    /// The change notices that write something with a deadline of a user in one timer shard (`NoticeAddress.timerOwners`).
+    static func timerChanges(of shard: Int) -> String { "hw.changes.timers.\(shard)" }
     /// Presence deltas and heartbeats of every relay (one subject, so each relay's arrive in the order it sent them).
     static let presence = "hw.presence"
     /// Requests for one relay's presence snapshot, answered by that relay. A node id has no `~`

@@ -2,6 +2,7 @@ import HomewardCore
 import HomewardNATS
 import HomewardProtocol
 import Logging
+import Metrics
 import NIOCore
 import Synchronization
 
@@ -38,32 +39,68 @@ public final class NATSBus: RelayBus {
         case presence(PresenceMessage)
         /// Resumed once the server has everything sent before (a PING round trip).
         case flush(CheckedContinuation<Void, Never>)
+        /// Notice subjects to subscribe to and drop (`follow`); resumed once the server has the subscriptions.
+        case follow(adding: Set<String>, removing: Set<String>, applied: CheckedContinuation<Void, Never>)
     }
     /// The receiving tasks, and the one that sends the outbox.
     private let tasks = Mutex<(receiving: [Task<Void, Never>], sending: Task<Void, Never>?)>(([], nil))
 
     /// Change notices held for a relay that is behind; more are dropped, and the relay reloads (`start`).
     private let changeBufferLimit: Int
-    /// The subscription to change notices once `start` made it, and how many of them went to the relay (`barrier`).
-    private let changes = Mutex<NATSSubscription?>(nil)
+    /// Whether `start` subscribed, and its subscription to every change notice (`hw.changes`), whose count of messages
+    /// the barrier waits for; none for a bus that hears only the subjects it follows (`readsEveryNotice` false).
+    private let changes = Mutex<(started: Bool, subscription: NATSSubscription?)>((false, nil))
+    /// Whether the relay hears every notice (`hw.changes`), or only those of the users and timer shards it follows.
+    public let readsEveryNotice: Bool
+    /// Whether this relay's notices also go to the subjects of the users and timer shards they concern (`publish`).
+    private let publishesPerUser: Bool
     private let handoff = NoticeHandoff()
 
-    private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int) {
+    /// This relay's epoch on the bus (new at each start) and the stamps of the notices it sends on users' and timer
+    /// shards' subjects (`NoticeStamp`), numbered by the sending task.
+    private let epoch = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    /// Notices heard on the followed subjects (`follow`), in the order the client read them, whatever the subject:
+    /// their handlers (on the client's loop) count them and put them here; one task reads them.
+    private let followedNotices: AsyncStream<ByteBuffer>
+    private let followedInput: AsyncStream<ByteBuffer>.Continuation
+    /// How many messages the followed subjects took (read by `barrier` after its PONG), and how many of them the
+    /// full buffer dropped.
+    private let followedCounts = Mutex<(received: Int, dropped: Int)>((0, 0))
+    private let followedHandoff = NoticeHandoff()
+    private let noticesReceived: Counter
+    private let noticeCopiesDropped: Counter
+    private let noticeMessagesPublished: Counter
+    private let followedSubjects: Gauge
+
+    private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int, publishesPerUser: Bool,
+                 readsEveryNotice: Bool, metrics: any MetricsFactory) {
         self.client = client
+        self.publishesPerUser = publishesPerUser
+        self.readsEveryNotice = readsEveryNotice
         self.node = node
         self.logger = logger
         self.changeBufferLimit = changeBufferLimit
         (outbox, outboxInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         (snapshotRequests, snapshotRequestInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+        (followedNotices, followedInput) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(changeBufferLimit))
+        noticesReceived = Counter(label: "homeward_bus_notices_received_total", factory: metrics)
+        noticeCopiesDropped = Counter(label: "homeward_bus_notice_copies_dropped_total", factory: metrics)
+        noticeMessagesPublished = Counter(label: "homeward_bus_notice_messages_published_total", factory: metrics)
+        followedSubjects = Gauge(label: "homeward_bus_followed_subjects", factory: metrics)
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
     /// `eventLoopGroup`. A relay gives its own, so that positions heard go from the socket to the observers'
     /// loops with no thread between (that loop's fan-out batches them, as it does for positions of its own walkers).
-    /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small).
+    /// `changeBufferLimit`: see `changeBufferLimit` (tests make it small). `publishesPerUser`: notices also go to each
+    /// user's and timer shard's subject (`--change-notices per-user`, on every relay of the cluster); `readsEveryNotice`
+    /// false: the relay hears only the subjects it follows (a cache of connected users, with notices per user).
     public static func connect(servers: [NATSServerAddress], node: String, logger: Logger,
                                eventLoopGroup: any EventLoopGroup = NATSClient.defaultEventLoopGroup,
-                               changeBufferLimit: Int = 65_536) async throws -> NATSBus {
+                               changeBufferLimit: Int = 65_536, publishesPerUser: Bool = true, readsEveryNotice: Bool = true,
+                               metrics: any MetricsFactory = MetricsSystem.factory) async throws -> NATSBus {
+        // A relay hearing only what it follows needs every relay to publish per user (`--change-notices`).
+        precondition(readsEveryNotice || publishesPerUser, "a bus that reads only followed subjects publishes on them too")
         var configuration = NATSClientConfiguration(name: "homeward-relay \(node)")
         configuration.echo = false
         // A relay must not stop for a NATS outage: it keeps serving its own connections and retries.
@@ -73,13 +110,15 @@ public final class NATSBus: RelayBus {
         let urls = servers.map(\.url)
         let client = try await NATSClient.connect(urls: urls, configuration: configuration, eventLoopGroup: eventLoopGroup,
                                                   logger: logger)
-        return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit)
+        return NATSBus(client: client, node: node, logger: logger, changeBufferLimit: changeBufferLimit,
+                       publishesPerUser: publishesPerUser, readsEveryNotice: readsEveryNotice, metrics: metrics)
     }
 
     public var isShared: Bool { true }
 
     public func start(delivering receiver: any BusReceiver) async throws {
-        let changes = try await client.subscribe(subject: ClusterSubjects.changes, bufferLimit: changeBufferLimit, overflow: .dropNewest)
+        let changes = readsEveryNotice
+            ? try await client.subscribe(subject: ClusterSubjects.changes, bufferLimit: changeBufferLimit, overflow: .dropNewest) : nil
         let presence = try await client.subscribe(subject: ClusterSubjects.presence)
         let snapshotAsked = try await client.subscribe(subject: ClusterSubjects.presenceSync(of: node))
         let lastPositions = try await client.subscribe(subject: ClusterSubjects.lastPositions)
@@ -88,11 +127,14 @@ public final class NATSBus: RelayBus {
         let logger = self.logger
         let events = client.events
         let handoff = self.handoff
+        let noticesReceived = self.noticesReceived
         let started = [
             Task {
                 var dropped = 0
                 defer { handoff.end() }
+                guard let changes else { return }
                 for await message in changes {
+                    noticesReceived.increment()
                     do { receiver.remoteChanges(try ClusterCodec.decodeNotice(message.payload)) } catch {
                         // Its changes are unknown: the relay reloads its cache instead.
                         logger.error("could not read a change notice", metadata: ["error": "\(error)"])
@@ -111,6 +153,7 @@ public final class NATSBus: RelayBus {
                     handoff.handedOne()
                 }
             },
+            Task { await self.readFollowedNotices(delivering: receiver) },
             Task {
                 for await message in presence {
                     do {
@@ -161,7 +204,7 @@ public final class NATSBus: RelayBus {
         ]
         let sending = Task(executorPreference: EventLoopTaskExecutor(client.eventLoop)) { await self.send(delivering: receiver) }
         tasks.withLock { $0 = (started, sending) }
-        self.changes.withLock { $0 = changes }
+        self.changes.withLock { $0 = (true, changes) }
     }
 
     public func publishPosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {
@@ -188,6 +231,66 @@ public final class NATSBus: RelayBus {
 
     public func publishChanges(_ notice: ChangeNotice) {
         outboxInput.yield(.notice(notice))
+    }
+
+    /// Subscribes to the notices about `users` and drops those about `unfollowing` (`hw.changes.USER`), for a relay
+    /// caching only the users it follows; returns once nats-server has the subscriptions (a PING round trip after
+    /// them), so that every notice published after this returns reaches this relay (or once that cannot be confirmed
+    /// now: a reconnect subscribes again, and the relay reloads for it). Notices that come on several of the
+    /// followed subjects are handed over once (`NoticeDuplicates`).
+    public func follow(users: Set<String>, unfollowing: Set<String>) async {
+        await changeFollowed(adding: Set(users.map(ClusterSubjects.changes(of:))),
+                             removing: Set(unfollowing.subtracting(users).map(ClusterSubjects.changes(of:))))
+    }
+
+    /// Subscribes to the notices that write deadlines of the users in `taking`'s timer shards
+    /// (`hw.changes.timers.SHARD`) and drops those of `releasing`, as `follow(users:unfollowing:)` does.
+    public func followTimerShards(taking: TimerShards, releasing: TimerShards) async {
+        await changeFollowed(adding: Set(taking.members.map(ClusterSubjects.timerChanges(of:))),
+                             removing: Set(releasing.subtracting(taking).members.map(ClusterSubjects.timerChanges(of:))))
+    }
+
+    private func changeFollowed(adding: Set<String>, removing: Set<String>) async {
+        guard !adding.isEmpty || !removing.isEmpty else { return }
+        await withCheckedContinuation { applied in
+            if case .terminated = outboxInput.yield(.follow(adding: adding, removing: removing, applied: applied)) {
+                applied.resume()
+            }
+        }
+    }
+
+    /// Hands the notices of the followed subjects to `receiver` in the order they came, each once: a copy (a
+    /// number its relay already sent in this epoch) is dropped before it is decoded, and counted as handed over
+    /// for the barrier.
+    private func readFollowedNotices(delivering receiver: any BusReceiver) async {
+        var duplicates = NoticeDuplicates()
+        var dropped = 0
+        defer { followedHandoff.end() }
+        for await payload in followedNotices {
+            noticesReceived.increment()
+            do {
+                if let (stamp, notice) = try NoticeStamp.split(payload) {
+                    if duplicates.take(stamp) {
+                        receiver.remoteChanges(try ClusterCodec.decodeNotice(notice))
+                    } else {
+                        noticeCopiesDropped.increment()
+                    }
+                } else {
+                    receiver.remoteChanges(try ClusterCodec.decodeNotice(payload))
+                }
+            } catch {
+                logger.error("could not read a change notice", metadata: ["error": "\(error)"])
+                receiver.remoteChanges(.unreadable)
+            }
+            // As for `hw.changes`: notices the full buffer dropped are unknown, so the relay reloads.
+            let drops = followedCounts.withLock { $0.dropped }
+            if drops != dropped {
+                logger.warning("change notices were dropped (this relay fell behind); reloading", metadata: ["dropped": "\(drops - dropped)"])
+                dropped = drops
+                receiver.remoteChanges(.unreadable)
+            }
+            followedHandoff.handedOne()
+        }
     }
 
     public func publishPresence(_ message: PresenceMessage) {
@@ -236,22 +339,26 @@ public final class NATSBus: RelayBus {
     /// this PING was read, so it comes before the PONG. Within one nats-server; through a cluster of them,
     /// routes forward a notice asynchronously and a barrier on another server may pass it.
     public func barrier() async -> Int? {
-        guard let changes = self.changes.withLock({ $0 }) else { return nil }
+        let (started, changes) = self.changes.withLock { ($0.started, $0.subscription) }
+        guard started else { return nil }
         do { try await client.flush(timeout: Self.barrierTimeout) } catch { return nil }
         let generation = client.reconnects
-        guard await handoff.wait(until: changes.receivedMessages) else { return nil }
+        // Each reading task hands its own subjects' notices over in order: both counts must be reached.
+        let followed = followedCounts.withLock { $0.received }
+        guard await handoff.wait(until: changes?.receivedMessages ?? 0), await followedHandoff.wait(until: followed) else { return nil }
         return generation
     }
 
     /// Longer than this and the relay asks PostgreSQL instead (a round trip there is a millisecond or two).
     static let barrierTimeout = Duration.milliseconds(250)
 
-    public var generation: Int? { self.changes.withLock { $0 } == nil ? nil : client.reconnects }
+    public var generation: Int? { self.changes.withLock { $0.started } ? client.reconnects : nil }
 
     /// Sends what is in the outbox (the relay's last presence delta), then closes the connection.
     public func stop() async {
         outboxInput.finish()
         snapshotRequestInput.finish()
+        followedInput.finish()
         let (receiving, sending) = tasks.withLock { $0 }
         await sending?.value
         await client.close()
@@ -262,12 +369,19 @@ public final class NATSBus: RelayBus {
     /// subscription each, whose positions go to `receiver` on the client's loop.
     private func send(delivering receiver: any BusReceiver) async {
         var subscriptions: [String: NATSHandlerSubscription] = [:]
+        var followed: [String: NATSHandlerSubscription] = [:]
+        var noticeNumber: UInt64 = 0
         for await outgoing in outbox {
             let change: (adding: Set<String>, removing: Set<String>)
             let applied: CheckedContinuation<Void, Never>
             switch outgoing {
             case .notice(let notice):
-                client.publishDetached(subject: ClusterSubjects.changes, payload: ClusterCodec.encode(notice))
+                noticeNumber += 1
+                publish(notice, number: noticeNumber)
+                continue
+            case .follow(let adding, let removing, let continuation):
+                await changeSubscriptions(&followed, adding: adding, removing: removing)
+                continuation.resume()
                 continue
             case .presence(let message):
                 client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(message))
@@ -306,6 +420,50 @@ public final class NATSBus: RelayBus {
             applied.resume()
         }
         for subscription in subscriptions.values { await subscription.unsubscribe() }
+        for subscription in followed.values { await subscription.unsubscribe() }
+    }
+
+    /// Publishes `notice` encoded once: on `hw.changes` as it is (whole caches, and relays of the version before,
+    /// read it there), and stamped with this relay's epoch and `number` on the subject of each user and timer shard
+    /// its address names.
+    private func publish(_ notice: ChangeNotice, number: UInt64) {
+        let payload = ClusterCodec.encode(notice)
+        client.publishDetached(subject: ClusterSubjects.changes, payload: payload)
+        guard publishesPerUser else {
+            noticeMessagesPublished.increment()
+            return
+        }
+        let shards = Set(notice.address.timerOwners.map(TimerShards.shard(of:)))
+        let subjects = notice.address.users.sorted().map(ClusterSubjects.changes(of:)) + shards.sorted().map(ClusterSubjects.timerChanges(of:))
+        noticeMessagesPublished.increment(by: 1 + subjects.count)
+        guard !subjects.isEmpty else { return }
+        let stamped = NoticeStamp(node: node, epoch: epoch, number: number).stamped(payload)
+        for subject in subjects { client.publishDetached(subject: subject, payload: stamped) }
+    }
+
+    /// Subscribes to the notice subjects `adding` and drops `removing`, then waits until the server has the
+    /// subscriptions. Each followed subject's messages are counted and queued on the client's loop as they are read,
+    /// so one count covers them all (`barrier`) and one task reads them in the order they came.
+    private func changeSubscriptions(_ followed: inout [String: NATSHandlerSubscription], adding: Set<String>, removing: Set<String>) async {
+        for subject in removing {
+            await followed.removeValue(forKey: subject)?.unsubscribe()
+        }
+        for subject in adding where followed[subject] == nil {
+            do {
+                followed[subject] = try await client.subscribe(subject: subject) { [self] message in
+                    followedCounts.withLock { $0.received += 1 }
+                    if case .dropped = followedInput.yield(message.payload) {
+                        // Never read: counted as handed over (the barrier must not wait for it), and told as a drop.
+                        followedCounts.withLock { $0.dropped += 1 }
+                        followedHandoff.handedOne()
+                    }
+                }
+            } catch {
+                logger.error("could not subscribe to change notices", metadata: ["subject": "\(subject)", "error": "\(error)"])
+            }
+        }
+        followedSubjects.record(followed.count)
+        if !adding.isEmpty { try? await client.flush(timeout: .seconds(1)) }
     }
 }
 

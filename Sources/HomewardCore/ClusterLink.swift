@@ -29,6 +29,8 @@ struct ClusterLink {
     var sequencer = NoticeSequencer()
     /// Whether a `checkHeldNotices` is already due (see `Relay+Deltas`).
     var heldCheckQueued = false
+    /// The users whose change notices this relay hears, when it hears only those (`Relay+Following`).
+    var followed = Set<String>()
 
     init(node: String) {
         outgoing = ChangeNotice(node: node)

@@ -35,6 +35,11 @@ struct NoticeSequencer {
         case apply([ChangeNotice.Commit], deliver: [ChangeNotice])
         /// Reload the cache from the store, then deliver these notices' events.
         case reload(deliver: [ChangeNotice])
+        /// A cache that follows some users (`followed`): a commit waited longer than the hold limit for an earlier one
+        /// about a followed user. Apply these commits and deliver these notices' events, then read back the slices of
+        /// the followed users the store has ahead (`reloaded(at:)` then drops the held commits those slices hold) and
+        /// take again: the notices still held stay, so what they carry about users not followed is not lost.
+        case repair([ChangeNotice.Commit], deliver: [ChangeNotice])
     }
 
     /// Where a commit stands against a cache's versions.
@@ -52,8 +57,12 @@ struct NoticeSequencer {
     /// `complete`: whether a user missing from `cache` is at 0 (a whole cache knows every user's version), or unknown
     /// (a cache of connected users knows its residents' and those it heard of since: a commit is placed by those; one
     /// about nobody it knows is applied as it comes, since what the cache holds about others may be partial anyway).
-    static func placement(of versions: UserVersions, in cache: UserVersions, complete: Bool = true) -> Placement {
-        let versions = complete ? versions : versions.filter { cache[$0.key] != nil }
+    /// `followed`: a cache that hears only the notices of the users it follows places a commit by those users' versions
+    /// alone (a user it does not follow is not heard in full: their version would make commits look ahead).
+    static func placement(of versions: UserVersions, in cache: UserVersions, complete: Bool = true,
+                          followed: Set<String>? = nil) -> Placement {
+        let versions = complete ? versions
+            : versions.filter { entry in cache[entry.key] != nil && (followed?.contains(entry.key) ?? true) }
         var held = 0, next = 0
         for (user, version) in versions {
             let cached = cache[user] ?? 0
@@ -66,7 +75,8 @@ struct NoticeSequencer {
 
     /// What to do with `notices` (just received; may be none) and those still held, for a cache at `versions`
     /// (nil: the cache keeps none, so it cannot place any commit).
-    mutating func take(_ notices: [ChangeNotice], versions: UserVersions?, complete: Bool = true, now: UInt64) -> Step {
+    mutating func take(_ notices: [ChangeNotice], versions: UserVersions?, complete: Bool = true, followed: Set<String>? = nil,
+                       now: UInt64) -> Step {
         var queue = held + notices
         held = []
         guard var cache = versions,
@@ -86,7 +96,7 @@ struct NoticeSequencer {
                 for commit in queue[index].commits ?? [] {
                     let versions = commit.versions ?? [:]
                     guard waiting.isEmpty else { waiting.append(commit); continue }
-                    switch Self.placement(of: versions, in: cache, complete: complete) {
+                    switch Self.placement(of: versions, in: cache, complete: complete, followed: followed) {
                     case .held:
                         progress = true
                     case .next:
@@ -110,6 +120,11 @@ struct NoticeSequencer {
             return .apply(run, deliver: queue)
         }
         let since = heldSince ?? now
+        if now >= since &+ holdLimit, followed != nil {
+            // The gap did not fill: the followed users behind are read back, then the held notices taken again.
+            heldSince = nil
+            return .repair(run, deliver: Array(queue.prefix(ready)))
+        }
         if now >= since &+ holdLimit {
             // The gap did not fill: a reload covers every commit of the notices received so far.
             heldSince = nil
@@ -123,10 +138,12 @@ struct NoticeSequencer {
     /// The cache was reloaded, at `versions`, for another reason: every commit of the notices held (they came
     /// before the reload began, so were committed) is in it. Notices left with nothing to wait for are
     /// delivered at the next `take`.
-    mutating func reloaded(at versions: UserVersions?, complete: Bool = true) {
+    mutating func reloaded(at versions: UserVersions?, complete: Bool = true, followed: Set<String>? = nil) {
         guard let versions else { return }
         for index in held.indices {
-            held[index].commits?.removeAll { Self.placement(of: $0.versions ?? [:], in: versions, complete: complete) == .held }
+            held[index].commits?.removeAll {
+                Self.placement(of: $0.versions ?? [:], in: versions, complete: complete, followed: followed) == .held
+            }
         }
     }
 

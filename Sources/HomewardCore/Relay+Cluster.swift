@@ -80,16 +80,37 @@ extension Relay: BusReceiver {
         let revoked = writes.takeRevokedTokens()
         if !revoked.isEmpty {
             closeConnections(signedInWith: revoked)
-            if busIsShared { cluster.outgoing.revokedTokens += revoked }
+            if busIsShared { tellRevoked(revoked, owners: revokedTokenOwners(revoked)) }
         }
         publishNotice()
+    }
+
+    /// Who signed in with the tokens of `hashes`, which the command just revoked: from the cache, or from what its
+    /// decision recorded removing.
+    func revokedTokenOwners(_ hashes: [String]) -> Set<String> {
+        Set(hashes.flatMap { hash in state.tokens[hash].map { [$0.username] } ?? state.removedOwners?[.token(hash)] ?? [] })
+    }
+
+    /// Puts revoked tokens in the notice, addressed to their owners: the relays following them close the
+    /// connections signed in with them.
+    func tellRevoked(_ hashes: [String], owners: Set<String>) {
+        cluster.outgoing.revokedTokens += hashes
+        cluster.outgoing.address.users.formUnion(owners)
     }
 
     /// Sends what the notice holds so far (commits, events, viewers to close, revoked tokens), if anything.
     func publishNotice() {
         guard cluster.noticeNeeded || !cluster.outgoing.events.isEmpty || !cluster.outgoing.closeViewers.isEmpty
             || !cluster.outgoing.revokedTokens.isEmpty else { return }
-        if !cluster.busStopped { bus.publishChanges(cluster.outgoing) }
+        if !cluster.busStopped {
+            // Every recipient of an event hears it from the relays following them. A viewer is reached through the
+            // link's owner, whom its relay admitted at `watch` and whom the link's commit names.
+            for event in cluster.outgoing.events {
+                cluster.outgoing.address.users.formUnion(event.recipients.lazy.filter { !ShareLink.isViewerKey($0) })
+            }
+            bus.publishChanges(cluster.outgoing)
+        }
+        cluster.outgoing.address = NoticeAddress()
         cluster.outgoing.events.removeAll()
         cluster.outgoing.closeViewers.removeAll()
         cluster.outgoing.revokedTokens.removeAll()
@@ -223,6 +244,8 @@ extension Relay: BusReceiver {
     /// connected user what is pending for them now and was not before (an alarm raised on another relay
     /// meanwhile), as their next sign-in would.
     func busBack() async {
+        // At start, the shards a relay fires from the beginning (a relay given them all) are followed before the reload.
+        if followsUsers, !cluster.busStopped { await bus.followTimerShards(taking: timerShards, releasing: .none) }
         let shown = cluster.backlogShown ?? [:]
         cluster.backlogShown = nil
         cluster.caughtUp = [:]
@@ -376,6 +399,9 @@ extension Relay: BusReceiver {
         ])
         // Nothing outside `shards` is fired from here on: the lease may hand the given ones to another relay.
         continuation.resume()
+        // A cache that follows its users hears the deadlines of its shards' users on their subjects: those taken are
+        // followed before the store is read for them (below), those given up no longer.
+        if followsUsers, !cluster.busStopped { await bus.followTimerShards(taking: taken, releasing: given) }
         if taken.isEmpty {
             armTimer()
             return

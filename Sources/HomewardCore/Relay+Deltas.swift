@@ -9,20 +9,29 @@ extension Relay {
     /// Other relays' notices, in the order they came (possibly none: a look at those held).
     func handleRemoteNotices(_ notices: [ChangeNotice]) async {
         let now = DispatchTime.now().uptimeNanoseconds
-        switch cluster.sequencer.take(notices, versions: versions, complete: state.resident == nil, now: now) {
+        switch cluster.sequencer.take(notices, versions: versions, complete: state.resident == nil, followed: placedBy, now: now) {
         case .apply(let commits, let ready):
-            if !commits.isEmpty { apply(commits) }
+            if !commits.isEmpty { await apply(commits) }
             if !ready.isEmpty { await deliverNotices(ready) }
         case .reload(let all):
             await reloadFromStore(afterRemoteChange: true)
             await deliverNotices(all)
+        case .repair(let commits, let ready):
+            if !commits.isEmpty { await apply(commits) }
+            if !ready.isEmpty { await deliverNotices(ready) }
+            // The slices read back hold the commits the held notices waited for: those are dropped from them, and the
+            // rest taken again.
+            if await repairGap() {
+                await handleRemoteNotices([])
+                return
+            }
         }
         checkHeldNoticesLater()
     }
 
     /// Applies other relays' commits, then brings what derives from the cache up to date, as a reload does:
     /// the presence table for the users whose audience may have changed, the pending alarms, the timer.
-    private func apply(_ commits: [ChangeNotice.Commit]) {
+    private func apply(_ commits: [ChangeNotice.Commit]) async {
         var touched = Set<String>()
         for commit in commits {
             touched.formUnion(state.apply(commit.changes))
@@ -32,6 +41,8 @@ extension Relay {
         syncPresence(owners: touched)
         alarmsPending.record(state.alarms.count)
         armTimer()
+        // An owner that now has a part in a resident's (an invite) is followed from here on.
+        await followOwners(namedBy: commits)
     }
 
     /// While notices are held, looks at them again when the oldest one's wait is over.

@@ -39,6 +39,8 @@ extension Relay {
         // A decision on its way to the store may concern them (the other side of a resident's relation): stored
         // first, so that the slice holds it.
         try await writesSettled()
+        // Followed first, confirmed: a commit about them after the slice's snapshot sends its notice here (`Relay+Following`).
+        await followBeforeReading(users)
         let slice: StoredState
         do { slice = try await store.loadSlice(of: users) } catch {
             logger.warning("could not read users' part of the store", metadata: ["users": "\(users.count)", "error": "\(error)"])
@@ -58,6 +60,7 @@ extension Relay {
         if !timerShards.isEmpty, let next = state.nextDeadline(in: timerShards, among: slice), next < timerDeadline ?? .max {
             armTimer(at: next)
         }
+        await followOwners(namedBy: slice, readFor: users)
     }
 
     /// The owners whose audience what the cache holds about `users` feeds: the users themselves, the owners of the

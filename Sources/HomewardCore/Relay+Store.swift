@@ -36,7 +36,11 @@ extension Relay {
             guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(1))
         }
-        return await reloadFromStore(afterRemoteChange: true)
+        // A cache that follows its users reads back only those the store has ahead (a whole one reloads).
+        guard followsUsers else { return await reloadFromStore(afterRemoteChange: true) }
+        guard await repairGap() else { return false }
+        await handleRemoteNotices([])
+        return !cluster.sequencer.isHolding && !writes.unstored
     }
 
     /// How long a request waits for a held notice's missing commit before the relay reloads.
@@ -93,6 +97,8 @@ extension Relay {
         guard !users.isEmpty, !writes.unstored, versions != nil else {
             return await reloadFromStore(afterRemoteChange: afterRemoteChange)
         }
+        // Followed before the read, so that no commit about them after it is missed (`Relay+Following`).
+        if state.resident != nil { await followBeforeReading(users) }
         let slice: StoredState
         do {
             slice = try await store.loadSlice(of: users)
@@ -109,6 +115,7 @@ extension Relay {
         tookVersions(of: slice, readFor: users)
         sliceReloads.increment()
         cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
+        await followOwners(namedBy: slice, readFor: users)
         return true
     }
 
@@ -123,7 +130,7 @@ extension Relay {
         if let resident = state.resident, let read = slice.versions {
             writes.versionsMoved(ownerVersions(in: read.filter { !users.contains($0.key) && !resident.contains($0.key) }))
         }
-        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
+        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil, followed: placedBy)
     }
 
     /// Of the versions a read gave for owners not resident, those a cache of connected users may take: a slice's
@@ -166,7 +173,9 @@ extension Relay {
         state = state.reloaded(from: stored, afterRemoteChange: afterRemoteChange)
         // Read back with their slices: the residents stay resident (a cache of connected users).
         state.resident = residents
-        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil)
+        cluster.sequencer.reloaded(at: versions, complete: state.resident == nil, followed: placedBy)
+        // Owners the residents' parts name now (an invite whose notice was lost with the bus) are followed from here on.
+        if let residents { await followOwners(stored.ownersNamed(besides: residents).filter { state.ownsSomethingNamingAResident($0) }) }
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

@@ -46,8 +46,15 @@ extension Relay {
             writeFailed(error, lost: changes)
             throw .storage("\(error)")
         }
-        writes.stage(changes, bases: writeBases(of: changes))
+        writes.stage(changes, bases: writeBases(of: changes), address: noticeAddress(of: changes))
         state.noteOwnWrite(changes: changes)
+    }
+
+    /// On a shared store, where the notice that tells of `changes` goes, in the state they were decided into (what
+    /// they remove is recorded meanwhile, `recordingRemovals`). Empty on a relay alone.
+    private func noticeAddress(of changes: [StoreChange]) -> NoticeAddress {
+        guard busIsShared, changes.contains(where: \.concernsOtherRelays) else { return NoticeAddress() }
+        return NoticeAddress(users: state.noticeUsers(of: changes), timerOwners: state.timerOwners(of: changes))
     }
 
     /// On a shared store, for each user `changes` concern (`RelayState.writeScope`): the version this decision
@@ -108,9 +115,10 @@ extension Relay {
     func closeRevokedWhenStored() {
         let revoked = writes.takeRevokedTokens()
         guard !revoked.isEmpty else { return }
+        let owners = revokedTokenOwners(revoked)
         afterStored { relay in
             relay.closeConnections(signedInWith: revoked)
-            if relay.busIsShared { relay.cluster.outgoing.revokedTokens += revoked }
+            if relay.busIsShared { relay.tellRevoked(revoked, owners: owners) }
         }
     }
 
@@ -166,6 +174,7 @@ extension Relay {
     /// stored batch is told to the others first, and a refused one is decided again.
     func writeFinished(_ result: Result<UserVersions?, any Error>) async {
         let batch = writes.journal.committingChanges
+        let address = writes.journal.committingAddress
         switch result {
         case .success(let moved):
             let told = busIsShared && batch.contains(where: \.concernsOtherRelays)
@@ -180,6 +189,7 @@ extension Relay {
             if told {
                 cluster.noticeNeeded = true
                 cluster.outgoing.commits?.append(ChangeNotice.Commit(versions: moved, changes: batch.filter(\.isCached)))
+                cluster.outgoing.address.formUnion(address)
                 // The walkers connections here now receive from other relays are subscribed to before those
                 // relays hear of it (the outbox keeps that order), as the replies below would have done.
                 await syncInterest()

@@ -33,6 +33,9 @@ public actor Relay {
     let bus: any RelayBus
     /// `bus.isShared`, read once: the position path asks on every position.
     nonisolated let busIsShared: Bool
+    /// Whether this relay hears only the change notices of the users and timer shards it follows (`Relay+Following`):
+    /// a cache of connected users on a bus that does not read every notice.
+    let followsUsers: Bool
     let hasher: PasswordHasher
     let hashing: PasswordHashingPool
     nonisolated let clock: @Sendable () -> Int64
@@ -100,6 +103,10 @@ public actor Relay {
     let appliedCommits: Counter
     /// How many users' whole part the cache holds (`CacheMode.connected`; a whole cache does not count).
     let residentUsers: Gauge
+    /// How many users' change notices this relay follows, and how often a gap for a followed user was repaired by
+    /// reading back slices (`Relay+Following`).
+    let followedUsers: Gauge
+    let gapRepairs: Counter
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
@@ -122,6 +129,8 @@ public actor Relay {
         sliceReloads = Counter(label: "homeward_cache_slices_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         residentUsers = Gauge(label: "homeward_cache_resident_users", factory: metrics)
+        followedUsers = Gauge(label: "homeward_cache_followed_users", factory: metrics)
+        gapRepairs = Counter(label: "homeward_cache_gap_repairs_total", factory: metrics)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
@@ -134,6 +143,9 @@ public actor Relay {
         self.node = node
         self.bus = bus
         self.busIsShared = bus.isShared
+        // A whole cache needs every commit of the cluster: only a cache of connected users may hear fewer.
+        precondition(!bus.isShared || bus.readsEveryNotice || cache == .connected, "a whole cache must read every change notice")
+        self.followsUsers = bus.isShared && !bus.readsEveryNotice && cache == .connected
         self.timerShards = ownsTimers ? .all : .none
         timerShardsHeld.record(timerShards.size)
         self.cluster = ClusterLink(node: node)

@@ -49,6 +49,21 @@ public protocol RelayBus: Sendable {
     var generation: Int? { get }
     /// Stops delivering and closes the connection to the bus.
     func stop() async
+    /// Whether the bus hands the relay every change notice of the cluster (a whole cache needs them all), or only
+    /// those of the users and timer shards the relay follows (`follow`): a cache of connected users.
+    var readsEveryNotice: Bool { get }
+    /// Subscribes to the change notices about `users` and drops those about `unfollowing`; returns once the bus has
+    /// the subscriptions (or cannot have them now: they are made on reconnecting, and the relay reloads then).
+    func follow(users: Set<String>, unfollowing: Set<String>) async
+    /// Subscribes to the change notices that write deadlines of the users in `taking`'s timer shards, and drops those
+    /// of `releasing`, as `follow(users:unfollowing:)` does.
+    func followTimerShards(taking: TimerShards, releasing: TimerShards) async
+}
+
+extension RelayBus {
+    public var readsEveryNotice: Bool { true }
+    public func follow(users: Set<String>, unfollowing: Set<String>) async {}
+    public func followTimerShards(taking: TimerShards, releasing: TimerShards) async {}
 }
 
 /// What a bus delivers to its relay.
@@ -82,6 +97,8 @@ public struct ChangeNotice: Sendable, Equatable {
     /// caches instead of reloading (see `Relay+Deltas`). Nil when they cannot be known (a relay of another
     /// version sent it, it could not be read, or they were too large to send): the receiver then reloads.
     public var commits: [Commit]?
+    /// Where the notice goes besides the subject every whole cache reads (the sender's business only: not sent).
+    public var address: NoticeAddress
 
     /// One transaction of the committing relay.
     public struct Commit: Sendable, Equatable {
@@ -110,8 +127,9 @@ public struct ChangeNotice: Sendable, Equatable {
     }
 
     public init(node: String, events: [Event] = [], closeViewers: [String] = [], revokedTokens: [String] = [],
-                commits: [Commit]? = []) {
+                commits: [Commit]? = [], address: NoticeAddress = NoticeAddress()) {
         self.node = node
+        self.address = address
         self.events = events
         self.closeViewers = closeViewers
         self.revokedTokens = revokedTokens
@@ -120,6 +138,24 @@ public struct ChangeNotice: Sendable, Equatable {
 
     /// Stands for a notice the bus could not read: it tells nothing but that the cache must be reloaded.
     public static let unreadable = ChangeNotice(node: "", commits: nil)
+}
+
+/// Whom a change notice concerns, for the bus to publish it where the relays that need it listen: the users whose
+/// part of a cache it changes or who hear its events (`RelayState.noticeUsers`), and the owners of what it writes
+/// that has a deadline (`RelayState.timerOwners`: the relay holding their timer shard must hear of it).
+public struct NoticeAddress: Sendable, Equatable {
+    public var users: Set<String>
+    public var timerOwners: Set<String>
+
+    public init(users: Set<String> = [], timerOwners: Set<String> = []) {
+        self.users = users
+        self.timerOwners = timerOwners
+    }
+
+    public mutating func formUnion(_ other: NoticeAddress) {
+        users.formUnion(other.users)
+        timerOwners.formUnion(other.timerOwners)
+    }
 }
 
 /// The bus of a relay that is alone: nothing to send, nothing to hear.

@@ -110,6 +110,7 @@ extension RelayState {
             return unindex(share: id).map { [$0.owner] } ?? []
         case let .setStandingShare(owner, list):
             let unique = StoreChange.unique(list)
+            noteRemoved(.standing(owner), members: standing[owner] ?? [])
             standing[owner] = unique.isEmpty ? nil : unique
             return [owner]
         case let .savePause(pause):
@@ -153,6 +154,7 @@ extension RelayState {
     mutating func unindex(meeting id: String) {
         guard let meeting = meetings.removeValue(forKey: id) else { return }
         noteRemoved(.meeting(id), meeting.owner)
+        noteRemoved(.meeting(id), members: meeting.invitees.map(\.username))
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
     }
 

@@ -135,6 +135,7 @@ extension RelayState {
     private mutating func unlinkSessionsAndAlarms(_ owner: String, _ other: String, into outcome: inout Outcome) {
         if let id = sessionByOwner[owner], var session = sessions[id], session.state(of: other) != nil {
             session.remove(other)
+            noteRemoved(.session(id), members: [other])
             sessions[id] = session
             sessionsByInvitee[other]?.remove(id)
             outcome.changes.append(.saveSession(session))
@@ -144,6 +145,7 @@ extension RelayState {
         for id in (alarmsByOwner[owner] ?? []).sorted() {
             guard var alarm = alarms[id], alarm.recipients.contains(other) else { continue }
             alarm.removeRecipient(other)
+            noteRemoved(.alarm(id), members: [other])
             alarms[id] = alarm
             alarmsByRecipient[other]?.remove(id)
             outcome.changes.append(.saveAlarm(alarm))

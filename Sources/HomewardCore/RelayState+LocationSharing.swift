@@ -16,6 +16,7 @@ extension RelayState {
             }
             let before = standing[actor] ?? []
             guard before != chosen else { return sharingReply(actor, into: outcome) }
+            noteRemoved(.standing(actor), members: before)
             standing[actor] = chosen.isEmpty ? nil : chosen
             outcome.changes.append(.setStandingShare(owner: actor, chosen))
             outcome.audienceChanged.insert(actor)
@@ -141,6 +142,7 @@ extension RelayState {
     mutating func endLocationSharing(_ a: String, _ b: String, into outcome: inout Outcome) {
         for (owner, other) in [(a, b), (b, a)] {
             if var chosen = standing[owner], chosen.contains(other) {
+                noteRemoved(.standing(owner), members: [other])
                 chosen.removeAll { $0 == other }
                 standing[owner] = chosen.isEmpty ? nil : chosen
                 outcome.changes.append(.setStandingShare(owner: owner, chosen))

@@ -165,6 +165,7 @@ extension RelayState {
             for id in (meetingsByUser[owner] ?? []).sorted() {
                 guard var meeting = meetings[id], meeting.owner == owner, meeting.invitee(other) != nil else { continue }
                 meeting.invitees.removeAll { $0.username == other }
+                noteRemoved(.meeting(id), members: [other])
                 meetingsByUser[other]?.remove(id)
                 outcome.send(.meetCancelled(meetingId: id), to: other)
                 if meeting.invitees.isEmpty {
@@ -194,6 +195,7 @@ extension RelayState {
     private mutating func removeMeeting(_ id: String, into outcome: inout Outcome) {
         guard let meeting = meetings.removeValue(forKey: id) else { return }
         noteRemoved(.meeting(id), meeting.owner)
+        noteRemoved(.meeting(id), members: meeting.invitees.map(\.username))
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name]?.remove(id) }
         outcome.changes.append(.removeMeeting(id: id))
     }

@@ -161,6 +161,20 @@ extension RelayState {
 
     /// Makes `users` resident: their part of the cache is replaced by `slice` (`replaceSlice`), read from the
     /// store in one snapshot. Does nothing to which users are resident in a whole cache.
+    /// Whether `owner` owns something that names a resident other than them: a session a resident is invited to, an alarm
+    /// they receive, a meeting point they are invited to, a list of standing shares or a pause that names them (what
+    /// `StoredState.ownersNamed(besides:)` finds in a slice).
+    func ownsSomethingNamingAResident(_ owner: String) -> Bool {
+        guard let resident else { return false }
+        func names(_ users: some Sequence<String>) -> Bool { users.contains { $0 != owner && resident.contains($0) } }
+        if let id = sessionByOwner[owner], let session = sessions[id], names(session.invitees) { return true }
+        if (alarmsByOwner[owner] ?? []).contains(where: { alarms[$0].map { names($0.recipients) } ?? false }) { return true }
+        if (meetingsByUser[owner] ?? []).contains(where: { id in
+            meetings[id].map { $0.owner == owner && names($0.invitees.map(\.username)) } ?? false
+        }) { return true }
+        return names(standing[owner] ?? []) || names(pauses[owner]?.keys ?? [:].keys)
+    }
+
     public mutating func admit(_ slice: StoredState, of users: Set<String>) {
         replaceSlice(of: users, with: slice)
         resident?.formUnion(users)

@@ -168,6 +168,7 @@ public struct RelayState: Sendable {
     mutating func unindex(session id: String) {
         guard let session = sessions.removeValue(forKey: id) else { return }
         noteRemoved(.session(id), session.owner)
+        noteRemoved(.session(id), members: session.invitees)
         if sessionByOwner[session.owner] == id { sessionByOwner[session.owner] = nil }
         for invitee in session.invitees { sessionsByInvitee[invitee]?.remove(id) }
     }
@@ -181,6 +182,7 @@ public struct RelayState: Sendable {
     mutating func unindex(alarm id: String) {
         guard let alarm = alarms.removeValue(forKey: id) else { return }
         noteRemoved(.alarm(id), alarm.owner)
+        noteRemoved(.alarm(id), members: alarm.recipients)
         alarmsByOwner[alarm.owner]?.remove(id)
         for recipient in alarm.recipients { alarmsByRecipient[recipient]?.remove(id) }
     }

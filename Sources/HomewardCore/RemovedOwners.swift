@@ -10,18 +10,42 @@ struct RemovedOwners: Sendable {
     enum Entity: Hashable, Sendable {
         case token(String), session(String), alarm(String), pushSubscription(String), share(String), meeting(String)
         case message(String)
+        /// An owner's list of standing shares (only its members are recorded).
+        case standing(String)
     }
 
     private var owners: [Entity: [String]] = [:]
+    /// The other users a removed or replaced session, alarm, meeting point or list of standing shares named (invitees,
+    /// recipients, list members), or whom a decision took off one: their slices held it, so the notice goes to them
+    /// too (`RelayState.noticeUsers`), though the store's check does not name them.
+    private var members: [Entity: [String]] = [:]
 
     mutating func note(_ entity: Entity, _ users: [String]) { owners[entity] = users }
 
+    mutating func note(_ entity: Entity, members users: [String]) { members[entity, default: []] += users }
+
     subscript(entity: Entity) -> [String] { owners[entity] ?? [] }
+
+    func members(of entity: Entity) -> [String] { members[entity] ?? [] }
+
+    /// The owners of every push subscription removed (one of an endpoint subscribed again by another account).
+    var pushSubscriptionOwners: [String] {
+        owners.flatMap { entry -> [String] in
+            if case .pushSubscription = entry.key { return entry.value }
+            return []
+        }
+    }
 }
 
 extension RelayState {
     /// Records who owned an entity being removed, while a decision is recorded (`removedOwners` is not nil).
     mutating func noteRemoved(_ entity: RemovedOwners.Entity, _ users: String...) {
         removedOwners?.note(entity, users)
+    }
+
+    /// Records the other users an entity being removed or replaced named (or whom a decision takes off it), while a
+    /// decision is recorded.
+    mutating func noteRemoved(_ entity: RemovedOwners.Entity, members: [String]) {
+        removedOwners?.note(entity, members: members)
     }
 }

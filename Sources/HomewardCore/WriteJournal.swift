@@ -20,7 +20,7 @@
 /// restart reads state, not a log to replay.
 struct WriteJournal<Waiter> {
     private enum Entry {
-        case changes([StoreChange], bases: UserVersions)
+        case changes([StoreChange], bases: UserVersions, address: NoticeAddress)
         case waiter(Waiter)
     }
 
@@ -30,6 +30,8 @@ struct WriteJournal<Waiter> {
     /// For the batch being committed: its changes, and each of its users with the lowest base a decision in it saw.
     private(set) var committingChanges: [StoreChange] = []
     private var committingBases: UserVersions = [:]
+    /// Where the notice of the batch being committed goes (the union of its decisions' addresses).
+    private(set) var committingAddress = NoticeAddress()
     /// This relay's own commits per user since the journal was last idle (a shared store's versions).
     private(set) var ownCommits: UserVersions = [:]
     /// The most changes one batch takes (a bigger decision goes alone).
@@ -50,14 +52,14 @@ struct WriteJournal<Waiter> {
     /// on top of it.
     var stagedUsers: Set<String> {
         entries.reduce(into: []) { users, entry in
-            if case .changes(_, let bases) = entry { users.formUnion(bases.keys) }
+            if case .changes(_, let bases, _) = entry { users.formUnion(bases.keys) }
         }
     }
 
     /// One decision's changes, committed atomically with the others of its batch.
-    mutating func stage(_ changes: [StoreChange], bases: UserVersions = [:]) {
+    mutating func stage(_ changes: [StoreChange], bases: UserVersions = [:], address: NoticeAddress = NoticeAddress()) {
         guard !changes.isEmpty else { return }
-        entries.append(.changes(changes, bases: bases))
+        entries.append(.changes(changes, bases: bases, address: address))
     }
 
     /// Waits for everything staged so far; returns the waiter back when nothing is outstanding: then it
@@ -73,18 +75,21 @@ struct WriteJournal<Waiter> {
         guard committing == nil else { return nil }
         var batch: [StoreChange] = []
         var bases = UserVersions()
+        var address = NoticeAddress()
         var end = 0
         for (index, entry) in entries.enumerated() {
-            guard case .changes(let changes, let seen) = entry else { continue }
+            guard case .changes(let changes, let seen, let addressed) = entry else { continue }
             if !batch.isEmpty, batch.count + changes.count > maxChanges { break }
             batch += changes
             bases.merge(seen) { min($0, $1) }
+            address.formUnion(addressed)
             end = index + 1
         }
         guard !batch.isEmpty else { return nil }
         committing = end
         committingChanges = batch
         committingBases = bases
+        committingAddress = address
         return batch
     }
 
@@ -104,6 +109,7 @@ struct WriteJournal<Waiter> {
         committing = nil
         committingChanges = []
         committingBases = [:]
+        committingAddress = NoticeAddress()
         for user in (moved ?? [:]).keys { ownCommits[user, default: 0] += 1 }
         var released: [Waiter] = []
         var taken = end
@@ -126,7 +132,7 @@ struct WriteJournal<Waiter> {
         var lost: [StoreChange] = []
         for entry in entries {
             switch entry {
-            case .changes(let changes, _): lost += changes
+            case .changes(let changes, _, _): lost += changes
             case .waiter(let waiter): waiters.append(waiter)
             }
         }
@@ -134,6 +140,7 @@ struct WriteJournal<Waiter> {
         committing = nil
         committingChanges = []
         committingBases = [:]
+        committingAddress = NoticeAddress()
         ownCommits = [:]
         return (waiters, lost)
     }

@@ -110,8 +110,8 @@ struct WritePath<Waiter> {
 
     /// One decision's changes join the next batch, with the versions its users were seen at (`bases`); the
     /// tokens they revoke are kept until the decision is done (`takeRevokedTokens`).
-    mutating func stage(_ changes: [StoreChange], bases: UserVersions) {
-        journal.stage(changes, bases: bases)
+    mutating func stage(_ changes: [StoreChange], bases: UserVersions, address: NoticeAddress = NoticeAddress()) {
+        journal.stage(changes, bases: bases, address: address)
         for case .revokeToken(let hash) in changes { revokedTokens.append(hash) }
     }
 

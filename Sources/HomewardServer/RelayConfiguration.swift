@@ -15,6 +15,8 @@ public struct RelayConfiguration: Sendable {
     public var bus = BusSetting.local
     /// What the relay keeps in memory: every user's part, or only its connected users' (`CacheMode`).
     public var cache = CacheMode.whole
+    /// Where change notices go on the bus (`--change-notices`): one subject every relay reads, or also each user's.
+    public var changeNotices = ChangeNoticeSubjects.all
     /// This relay's name among several (logs, the sign-in reply's `node`, the bus's messages).
     public var nodeID = RelayConfiguration.defaultNodeID
     /// How long the relay waits for PostgreSQL before a request fails with `internal` (unused for SQLite).
@@ -133,4 +135,13 @@ extension UInt8 {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
             || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
     }
+}
+
+/// Where a cluster's change notices go (`--change-notices`), the same on every relay of a cluster.
+public enum ChangeNoticeSubjects: String, Sendable, CaseIterable {
+    /// Every notice on `hw.changes` only, which every relay reads.
+    case all
+    /// Also on the subject of every user and timer shard it concerns; relays with `--cache connected` read only those
+    /// of the users and shards they follow (docs/architecture.md, "Change notices per user").
+    case perUser = "per-user"
 }

@@ -6,6 +6,7 @@ import HomewardProtocol
 import HomewardStorage
 import HomewardWebPush
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -95,22 +96,22 @@ public struct RelayServer: Sendable {
 
         let store = try await OpenedStore.open(config, logger: logger)
         let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
-        // The last step that can fail here, so nothing opened before it but the event loops needs closing: the
-        // store's pool does not run yet (its service runs it).
-        let bus: any RelayBus
-        do {
-            bus = try await openBus(on: eventLoops)
-        } catch {
-            try? await eventLoops.shutdownGracefully()
-            throw error
-        }
-
         let prometheus = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: prometheus)
         factory.defaultDurationHistogramBuckets = [
             .microseconds(10), .microseconds(50), .microseconds(100), .microseconds(500), .milliseconds(1),
             .milliseconds(5), .milliseconds(10), .milliseconds(50), .milliseconds(100), .seconds(1),
         ]
+        // The last step that can fail here, so nothing opened before it but the event loops needs closing: the
+        // store's pool does not run yet (its service runs it).
+        let bus: any RelayBus
+        do {
+            bus = try await openBus(on: eventLoops, metrics: factory)
+        } catch {
+            try? await eventLoops.shutdownGracefully()
+            throw error
+        }
+
         let metrics = RelayMetrics(factory: factory)
         // One keepalive sweep per event loop instead of a RepeatedTask per connection: a repeated task
         // costs every idle connection about 0.7 KiB (task object, timer-heap entry, closure, promise).
@@ -160,10 +161,14 @@ public struct RelayServer: Sendable {
     /// The bus `--bus` names, connected on one of the relay's event loops (positions from other relays reach
     /// the observers' loops from there without a thread hop); a nats-server that cannot be reached is a
     /// startup error.
-    private func openBus(on eventLoops: any EventLoopGroup) async throws -> any RelayBus {
+    private func openBus(on eventLoops: any EventLoopGroup, metrics: any MetricsFactory) async throws -> any RelayBus {
         guard case .nats(let servers) = configuration.bus else { return LocalBus() }
         do {
-            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger, eventLoopGroup: eventLoops)
+            // With notices per user, a cache of connected users hears only those of the users it follows (`Relay+Following`).
+            let perUser = configuration.changeNotices == .perUser
+            return try await NATSBus.connect(servers: servers, node: configuration.nodeID, logger: logger, eventLoopGroup: eventLoops,
+                                             publishesPerUser: perUser, readsEveryNotice: !(perUser && configuration.cache == .connected),
+                                             metrics: metrics)
         } catch {
             throw RelayStartupError.cannotConnectBus(configuration.bus.description, reason: "\(error)")
         }

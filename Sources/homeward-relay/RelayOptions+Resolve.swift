@@ -28,6 +28,12 @@ extension RelayOptions {
             guard let mode = CacheMode(rawValue: name) else { throw ValidationError("cache must be whole or connected, not '\(name)'") }
             config.cache = mode
         }
+        if let name = try env.value(changeNotices, Self.changeNotices) {
+            guard let subjects = ChangeNoticeSubjects(rawValue: name) else {
+                throw ValidationError("change-notices must be all or per-user, not '\(name)'")
+            }
+            config.changeNotices = subjects
+        }
         try env.override(&config.nodeID, nodeID, Self.nodeID)
         if let seconds = try env.value(storeTimeout, Self.storeTimeout) {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }

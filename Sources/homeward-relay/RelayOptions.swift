@@ -59,6 +59,12 @@ struct RelayOptions: ParsableArguments {
         valueName: "whole|connected", default: defaults.cache.rawValue)
     @Option(Self.cache) var cache: String?
 
+    static let changeNotices = RelayOption<String>(
+        "change-notices",
+        "Where a relay sharing its store tells the others what it committed (the same on every relay of a cluster). all: one subject every relay reads. per-user: also the subject of each user and timer shard a change concerns, and relays with --cache connected hear only those of the users they serve and the timer shards they fire (more messages on the bus per notice; fewer notices each such relay decodes when relays serve different users).",
+        valueName: "all|per-user", default: defaults.changeNotices.rawValue)
+    @Option(Self.changeNotices) var changeNotices: String?
+
     static let nodeID = RelayOption<String>(
         "node-id", "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -).",
         defaultText: "host name and process id")

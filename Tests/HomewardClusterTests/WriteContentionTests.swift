@@ -104,8 +104,11 @@ final class WriteContentionTests: XCTestCase {
 final class RecordingMetrics: MetricsFactory, Sendable {
     private let counters = Mutex<[String: Int64]>([:])
     private let timers = Mutex<[String: Int]>([:])
+    private let recorded = Mutex<[String: Double]>([:])
 
     func counter(_ label: String) -> Int64 { counters.withLock { $0[label] ?? 0 } }
+    /// The last value a gauge (a recorder) took, if any.
+    func gauge(_ label: String) -> Double? { recorded.withLock { $0[label] } }
     func timerCount(_ label: String) -> Int { timers.withLock { $0[label] ?? 0 } }
 
     func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler { Count(label: label, owner: self) }
@@ -113,7 +116,7 @@ final class RecordingMetrics: MetricsFactory, Sendable {
         NOOPMetricsHandler.instance
     }
     func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
-        NOOPMetricsHandler.instance
+        Record(label: label, owner: self)
     }
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler { Time(label: label, owner: self) }
     func destroyCounter(_ handler: any CounterHandler) {}
@@ -127,6 +130,14 @@ final class RecordingMetrics: MetricsFactory, Sendable {
         init(label: String, owner: RecordingMetrics) { (self.label, self.owner) = (label, owner) }
         func increment(by amount: Int64) { owner.counters.withLock { $0[label, default: 0] += amount } }
         func reset() { owner.counters.withLock { $0[label] = 0 } }
+    }
+
+    private final class Record: RecorderHandler, Sendable {
+        let label: String
+        let owner: RecordingMetrics
+        init(label: String, owner: RecordingMetrics) { (self.label, self.owner) = (label, owner) }
+        func record(_ value: Int64) { record(Double(value)) }
+        func record(_ value: Double) { owner.recorded.withLock { $0[label] = value } }
     }
 
     private final class Time: TimerHandler, Sendable {

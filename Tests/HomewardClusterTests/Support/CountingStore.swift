@@ -63,8 +63,17 @@ final class CountingStore: RelayStore {
                 ($0, counted.versions[$0, default: 0])
             })
         }
+        if let racing = afterSlice.withLock({ hook in defer { hook = nil }; return hook }) { try await racing() }
         return stored
     }
+
+    /// Runs once, right after the next slice is read (its rows and versions), before the relay has it: another relay's
+    /// commit racing an admission.
+    func afterNextSlice(_ racing: @escaping @Sendable () async throws -> Void) {
+        afterSlice.withLock { $0 = racing }
+    }
+
+    private let afterSlice = Mutex<(@Sendable () async throws -> Void)?>(nil)
 
     func apply(_ changes: [StoreChange]) async throws {
         _ = try await applyChecked(changes, scope: nil)

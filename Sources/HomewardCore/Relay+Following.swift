@@ -1,0 +1,86 @@
+/// A cache of connected users hears only the change notices of the users it follows (`hw.changes.USER`) and of the
+/// timer shards it holds (`hw.changes.timers.SHARD`), not every notice of the cluster (`followsUsers`; a whole cache
+/// reads them all). It follows each user whose version it places commits by: its residents and the owners of what
+/// their parts hold (a session a resident is invited to, an alarm they receive, a list of standing shares or a pause
+/// that names them), whose versions order the writes to those. The set is kept here, in `cluster.followed`.
+///
+/// Nothing of a followed user's is missed: a user is followed, and nats-server has confirmed the subscription, before
+/// their part is read (`followBeforeReading`), so a commit after that read's snapshot publishes its notice after the
+/// subscription, and one before it is in what was read. An owner is only known once a part that names them is read
+/// (or a commit about them applied): followed then, and their version read once more from the store; one the store
+/// has ahead is read back (`followOwners`). A commit ahead for a followed user (its predecessor's notice lost: a relay
+/// died between commit and notice) is repaired by reading back the slices of the followed users the store has ahead,
+/// not the whole state (`repairGap`).
+extension Relay {
+    /// Follows `users` before their part of the store is read (admission, a slice read back): returns once the bus
+    /// has the subscriptions.
+    func followBeforeReading(_ users: Set<String>) async {
+        guard followsUsers else { return }
+        let new = users.subtracting(cluster.followed)
+        guard !new.isEmpty, !cluster.busStopped else { return }
+        cluster.followed.formUnion(new)
+        followedUsers.record(cluster.followed.count)
+        await bus.follow(users: new, unfollowing: [])
+    }
+
+    /// Stops hearing the notices about `users` (for a cache that evicts them: call once their part is dropped from the
+    /// cache, never for a resident, whose part would then miss commits).
+    public func unfollow(_ users: Set<String>) async {
+        guard followsUsers else { return }
+        let gone = users.intersection(cluster.followed)
+        guard !gone.isEmpty else { return }
+        cluster.followed.subtract(gone)
+        followedUsers.record(cluster.followed.count)
+        if !cluster.busStopped { await bus.follow(users: [], unfollowing: gone) }
+    }
+
+    /// Follows the owners `slice` (read for `users`) names that are not followed yet, then reads their versions again:
+    /// a commit about them between the slice's snapshot and the subscription sent its notice to nobody here, so those
+    /// the store has ahead of the cache are read back.
+    func followOwners(namedBy slice: StoredState, readFor users: Set<String>) async {
+        guard followsUsers else { return }
+        await followOwners(slice.ownersNamed(besides: users))
+    }
+
+    /// Follows `owners` that are not followed yet and reads back those the store has ahead of the cache.
+    func followOwners(_ owners: Set<String>) async {
+        let new = owners.subtracting(cluster.followed)
+        guard !new.isEmpty else { return }
+        await followBeforeReading(new)
+        guard let current = try? await store.versions(of: Array(new)) else {
+            // The store did not answer: their versions stay as read, and a later commit about them that is ahead is
+            // repaired as a gap.
+            return
+        }
+        let behind = Set(current.filter { $0.value > (versions?[$0.key] ?? 0) }.keys)
+        if !behind.isEmpty { await reloadSlices(of: behind, afterRemoteChange: true) }
+    }
+
+    /// After other relays' commits were applied: the owners they name that now own something naming a resident (an
+    /// invite, an alarm, a list or a pause) are followed, as if a slice had named them.
+    func followOwners(namedBy commits: [ChangeNotice.Commit]) async {
+        guard followsUsers else { return }
+        var candidates = Set<String>()
+        for commit in commits { candidates.formUnion((commit.versions ?? [:]).keys) }
+        candidates.subtract(cluster.followed)
+        let owners = candidates.filter { state.ownsSomethingNamingAResident($0) }
+        if !owners.isEmpty { await followOwners(owners) }
+    }
+
+    /// A commit waited too long for an earlier one about a followed user: reads the store's versions of every followed
+    /// user (one query) and the slices of those behind. Returns false when that could not be read (then the cache is
+    /// reloaded whole, as a whole cache does for every gap).
+    @discardableResult
+    func repairGap() async -> Bool {
+        guard followsUsers, !writes.unstored, let cached = versions else { return await reloadFromStore(afterRemoteChange: true) }
+        let followed = cluster.followed
+        guard let current = try? await store.versions(of: Array(followed)) else { return await reloadFromStore(afterRemoteChange: true) }
+        let behind = Set(current.filter { $0.value > (cached[$0.key] ?? 0) }.keys)
+        gapRepairs.increment()
+        guard !behind.isEmpty else { return true }
+        return await reloadSlices(of: behind, afterRemoteChange: true)
+    }
+
+    /// The users a placement counts (nil: every user whose version the cache knows).
+    var placedBy: Set<String>? { followsUsers ? cluster.followed : nil }
+}
