@@ -100,6 +100,11 @@ public actor Relay {
     let appliedCommits: Counter
     /// How many users' whole part the cache holds (`CacheMode.connected`; a whole cache does not count).
     let residentUsers: Gauge
+    /// Users evicted from a cache of connected users (`Relay+Eviction`).
+    let evictions: Counter
+    /// Residents noted as admitted or gone, due for eviction once their grace passes (`Relay+Eviction`).
+    var idle: IdleResidents
+    var evictionScheduled = false
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
@@ -122,6 +127,8 @@ public actor Relay {
         sliceReloads = Counter(label: "homeward_cache_slices_total", factory: metrics)
         appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
         residentUsers = Gauge(label: "homeward_cache_resident_users", factory: metrics)
+        evictions = Counter(label: "homeward_cache_evictions_total", factory: metrics)
+        idle = IdleResidents(grace: limits.cacheEvictionGrace)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
@@ -298,6 +305,8 @@ public actor Relay {
         case removePushSubscription(String)
         case arrive(String)
         case fireDue(then: CheckedContinuation<Void, Never>?)
+        /// Residents whose grace passed are evicted (`Relay+Eviction`).
+        case evictIdle(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
         case close(CheckedContinuation<Void, Never>)
@@ -469,6 +478,9 @@ public actor Relay {
             if await stateIsStored(), !timerShards.isEmpty { more = await fireDueWork() }
             // The next batch of a storm behind what waits meanwhile (the timer, armed at once, fires it too).
             if more, let continuation { submit(.fireDue(then: continuation)) } else { continuation?.resume() }
+        case .evictIdle(let continuation):
+            await sweepIdleResidents()
+            continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()
         case .drain(let continuation):
@@ -535,7 +547,7 @@ public actor Relay {
                     _ = presence.detach(departure.key, departure.sink, now: now)
                 }
             }
-        case .fireDue(let continuation):
+        case .fireDue(let continuation), .evictIdle(let continuation):
             continuation?.resume()
         case .timerShards(let shards, let continuation):
             // Closed: nothing fires any more; the lease may release them.

@@ -161,8 +161,10 @@ extension RelayState {
 
     /// Makes `users` resident: their part of the cache is replaced by `slice` (`replaceSlice`), read from the
     /// store in one snapshot. Does nothing to which users are resident in a whole cache.
+    /// Friend request notices about them are kept (less pairs now friends), as a whole cache keeps them: one about a
+    /// user evicted and admitted again was noted by a decision that is stored (`evict`).
     public mutating func admit(_ slice: StoredState, of users: Set<String>) {
-        replaceSlice(of: users, with: slice)
+        replaceSlice(of: users, with: slice, afterRemoteChange: true)
         resident?.formUnion(users)
     }
 

@@ -59,6 +59,12 @@ struct RelayOptions: ParsableArguments {
         valueName: "whole|connected", default: defaults.cache.rawValue)
     @Option(Self.cache) var cache: String?
 
+    static let cacheGrace = RelayOption<Double>(
+        "cache-grace",
+        "With --cache connected: seconds a user stays in memory after they signed in elsewhere, were named by a request, or their last connection here closed; then their part is dropped (read again, one indexed query, if they come back or are named later). Users connected here, and owners whose share link has a viewer here, stay.",
+        default: Double(defaults.relayLimits.cacheEvictionGrace) / 1000)
+    @Option(Self.cacheGrace) var cacheGrace: Double?
+
     static let nodeID = RelayOption<String>(
         "node-id", "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -).",
         defaultText: "host name and process id")

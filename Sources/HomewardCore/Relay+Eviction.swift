@@ -1,0 +1,108 @@
+import Dispatch
+
+/// A cache of connected users lets go of users it no longer needs, so that its memory follows the users it serves
+/// rather than everyone who signed in or was named since the start.
+///
+/// When: a user is noted when admitted and when their last connection here closes (`IdleResidents`); `grace`
+/// (`RelayLimits.cacheEvictionGrace`) after their latest note, a sweep (`evictIdleResidents`, a mailbox command)
+/// evicts them unless they are still needed: connected here, or the owner of a session whose share link has a viewer
+/// watching here (the viewer's relay hears of the link's end through its owner's part). A reconnect within the
+/// grace finds them resident; one after it reads their slice again (one indexed query).
+///
+/// Costs: a sweep takes at most `evictedTogether` due users, the users it takes and no other; it first stores pending
+/// last-seen times and waits for the writes decided before (`writesSettled`, as an admission does), so that no
+/// decision on its way to the store concerns a user it drops; then the cache's eviction (`RelayState.evict`: their
+/// part, plus one pass over blocks, standing shares, pauses and messages for the batch). Sweeps are at least a second
+/// apart unless a storm leaves more due, and never while memory counts as unstored or other relays' notices are held.
+extension Relay {
+    /// Users one sweep evicts at most; more due are swept in the next turn of the mailbox.
+    static let evictedTogether = 1_024
+
+    /// The sweep, waited for (tests with a manual clock; the relay schedules its own, `scheduleEviction`).
+    package nonisolated func evictIdleResidents() async {
+        await withCheckedContinuation { submit(.evictIdle(then: $0)) }
+    }
+
+    /// `users` were admitted or left at `now`: they are due for eviction `grace` later.
+    func noteIdle(_ users: some Sequence<String>, at now: Int64) {
+        guard state.resident != nil else { return }
+        for user in users { idle.note(user, at: now) }
+        scheduleEviction()
+    }
+
+    /// Submits a sweep when the first user noted falls due (at least a second from now), unless one is scheduled.
+    func scheduleEviction(soon: Bool = false) {
+        guard !evictionScheduled, let due = idle.nextDue else { return }
+        evictionScheduled = true
+        let wait = soon ? 0 : max(1_000, due - clock())
+        executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(min(wait, Int64(Int32.max))))) { [weak self] in
+            self?.submit(.evictIdle(then: nil))
+        }
+    }
+
+    /// One sweep: the users whose grace passed and whom nothing keeps are evicted (`evict`).
+    func sweepIdleResidents() async {
+        evictionScheduled = false
+        defer { scheduleEviction() }
+        // Nothing is dropped while the cache may hold what is not stored or waits for a commit it lacks: the read-back
+        // or the gap's repair reads the residents' parts, and decides which slices they need, first.
+        guard state.resident != nil, !writes.unstored, !cluster.sequencer.isHolding else { return }
+        let now = clock()
+        var due: [String] = []
+        for user in idle.takeDue(at: now, limit: Self.evictedTogether) where state.isResident(user) {
+            // Connected here: noted again when their last connection closes.
+            guard presence.connectionCount(of: user) == 0 else { continue }
+            if hasViewersWatching(user) { idle.note(user, at: now); continue }
+            due.append(user)
+        }
+        guard !due.isEmpty else { return }
+        // Last-seen times waiting go to the store first: the presence table forgets them with the user.
+        await saveLastSeen()
+        do { try await writesSettled() } catch {
+            // The store failed: a read-back comes first; the users are due again at the next sweep.
+            for user in due { idle.note(user, at: now - idle.grace) }
+            return
+        }
+        evict(Set(due))
+        if idle.nextDue.map({ $0 <= clock() }) == true { scheduleEviction(soon: true) }
+    }
+
+    /// Evicts `users` from the cache: the one place a resident stops being one. Drops their part (what no remaining
+    /// resident's slice holds and a start would not load, `RelayState.evict`), the versions no remaining resident's
+    /// part needs (theirs, and those of the owners only their part named), and their presence entries that hold
+    /// nothing but a stored last-seen time. Called with no write pending (`writesSettled`).
+    func evict(_ users: Set<String>) {
+        let users = users.filter(state.isResident)
+        guard !users.isEmpty else { return }
+        let audiences = audienceOwners(concerning: users)
+        let named = users.union(state.ownersOfWhatIncludes(users))
+        state.evict(users)
+        let unneeded = named.filter { !state.isResident($0) }
+        writes.forgetVersions(of: unneeded.subtracting(state.ownersNamedByResidents(among: unneeded)))
+        for user in users { idle.forget(user) }
+        presence.forgetIdle(users)
+        // Their lists of standing shares and open-ended pauses may be gone: whom their positions reach here follows.
+        syncPresence(owners: audiences)
+        residentUsers.record(state.resident?.count ?? 0)
+        evictions.increment(by: users.count)
+    }
+
+    /// The users whose audience what the cache holds about `users` feeds: themselves, and the owners of the lists of
+    /// standing shares and pauses that name them (the rest, sessions and alarms, stay whatever the eviction).
+    private func audienceOwners(concerning users: Set<String>) -> Set<String> {
+        var owners = users
+        for (owner, list) in state.standing where list.contains(where: users.contains) { owners.insert(owner) }
+        for (owner, list) in state.pauses where list.values.contains(where: { $0.from.map(users.contains) ?? false }) {
+            owners.insert(owner)
+        }
+        return owners
+    }
+
+    /// Whether a share link of `owner`'s active session has a viewer connected here.
+    private func hasViewersWatching(_ owner: String) -> Bool {
+        guard let session = state.sessionByOwner[owner] else { return false }
+        return (state.sharesBySession[session] ?? []).contains { id in
+            state.shares[id].map { presence.connectionCount(of: $0.viewerKey) > 0 } ?? false
+        }
+    }
+}
