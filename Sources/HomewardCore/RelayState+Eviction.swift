@@ -40,9 +40,12 @@ extension RelayState {
                 let stay = list.intersection(kept)
                 friends[user] = stay.isEmpty ? nil : stay
             }
-            // Requests both ways: one with a resident is in their slice.
+            // Requests both ways: one with a resident is in their slice. Those from users they blocked are kept on the
+            // sender's side only.
+            for from in (incoming[user] ?? []).union(blocked[user] ?? []) where !kept.contains(from) {
+                Self.remove(user, from: &outgoing, at: from)
+            }
             if let list = incoming[user] {
-                for from in list where !kept.contains(from) { Self.remove(user, from: &outgoing, at: from) }
                 let stay = list.intersection(kept)
                 incoming[user] = stay.isEmpty ? nil : stay
             }
