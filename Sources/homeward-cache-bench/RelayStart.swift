@@ -17,6 +17,10 @@ struct RelayStart {
     let connect: Int
     let extraArguments: [String]
     let env: BenchEnvironment
+    /// Seconds to watch the relay after the `connect` users closed their connections (0: none).
+    let leaveWait: Int
+    /// The relay's plain-HTTP metrics port on 127.0.0.1 (0: off).
+    let metricsPort: Int
 
     /// What one start measured.
     struct Result {
@@ -56,7 +60,7 @@ struct RelayStart {
         // Limits that would refuse the benchmark's own sign-ins are raised; tokens of the filled city are a year old.
         let arguments = [
             "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--store", "sqlite",
-            "--log-level", "notice", "--metrics-listen", "off", "--token-lifetime", "3650",
+            "--log-level", "notice", "--metrics-listen", metricsPort > 0 ? "127.0.0.1:\(metricsPort)" : "off", "--token-lifetime", "3650",
             "--max-unauthenticated-per-address", "100000", "--hello-failures-per-address", "0", "--auth-timeout", "60",
         ] + (knowsCache ? ["--cache", mode] : []) + extraArguments
         let started = ContinuousClock.now
@@ -76,12 +80,23 @@ struct RelayStart {
                                               .hello(token: City.token(index + 1)))
         }
         let connectTime = ContinuousClock.now - connectStart
-        let sockets = opened.compactMap { $0 }
+        var sockets = opened.compactMap { $0 }
         defer { for socket in sockets { socket.close() } }
         try await Task.sleep(for: .seconds(3))
         let resident = SystemInfo.residentBytes(pid) ?? 0
         print("\(mode): \(sockets.count) users signed in (\(connect - sockets.count) failed) in \(CacheBench.ms(connectTime)) ms, "
-            + "RSS \(resident / 1_048_576) MiB")
+            + "RSS \(resident / 1_048_576) MiB\(cacheGauges())")
+        if leaveWait > 0 {
+            // They leave; the first user stays signed in.
+            for socket in sockets { socket.close() }
+            sockets = []
+            let left = ContinuousClock.now
+            while ContinuousClock.now - left < .seconds(leaveWait) {
+                try await Task.sleep(for: .seconds(min(5, leaveWait)))
+                print("\(mode): \(CacheBench.ms(ContinuousClock.now - left)) ms after they left: RSS "
+                    + "\((SystemInfo.residentBytes(pid) ?? 0) / 1_048_576) MiB\(cacheGauges())")
+            }
+        }
         // Stopped with everyone still connected, as an operator's `systemctl stop` finds it.
         if let stopTime = Self.stop(relay) {
             print("\(mode): stopped \(CacheBench.ms(stopTime)) ms after SIGTERM with \(sockets.count + 1) connections open")
@@ -89,6 +104,22 @@ struct RelayStart {
         first.close()
         return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
                       connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
+    }
+
+    /// The relay's resident and evicted users from its metrics (empty without --metrics-port).
+    private func cacheGauges() -> String {
+        guard metricsPort > 0 else { return "" }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-s", "--max-time", "5", "http://127.0.0.1:\(metricsPort)/metrics"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        guard (try? process.run()) != nil else { return "" }
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let wanted = ["homeward_cache_resident_users", "homeward_cache_evictions_total"]
+        let values = text.split(separator: "\n").filter { line in wanted.contains { line.hasPrefix($0 + " ") } }
+        return values.isEmpty ? "" : ", " + values.joined(separator: ", ")
     }
 
     /// SIGTERM, and SIGKILL when the relay is still there 30 s later: a relay still loading a whole store (or
