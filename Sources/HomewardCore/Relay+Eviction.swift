@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 
 /// A cache of connected users lets go of users it no longer needs, so that its memory follows the users it serves
 /// rather than everyone who signed in or was named since the start.
@@ -64,7 +65,28 @@ extension Relay {
             return
         }
         evict(Set(due))
-        if idle.nextDue.map({ $0 <= clock() }) == true { scheduleEviction(soon: true) }
+        evictedSinceRelease += due.count
+        if idle.nextDue.map({ $0 <= clock() }) == true {
+            scheduleEviction(soon: true)
+        } else if evictedSinceRelease >= Self.evictedBeforeRelease, let release = releaseFreedMemory {
+            // The end of a storm: what it freed lies between what is still in use, where glibc does not give it back by
+            // itself. Off the relay's queue: the trim holds each arena's lock while it walks its free chunks.
+            evictedSinceRelease = 0
+            let logger = logger
+            DispatchQueue.global(qos: .utility).async {
+                let started = ContinuousClock.now
+                release()
+                logger.notice("returned freed memory after evictions", metadata: ["ms": "\(Relay.millis(ContinuousClock.now - started))"])
+            }
+        }
+    }
+
+    /// Users evicted before the memory freed is given back at the end of a sweep (one trim per storm of departures,
+    /// not one per sweep).
+    static let evictedBeforeRelease = 1_000
+
+    nonisolated static func millis(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
     /// Evicts `users` from the cache: the one place a resident stops being one. Drops their part (what no remaining

@@ -80,6 +80,8 @@ public actor Relay {
     /// Fault tests only: how long each commit's notice waits before it is published (`publishConfirmedNotice`),
     /// so that a test can kill the relay between a commit and its notice.
     let testNoticeDelay: Duration?
+    /// Gives memory the allocator holds freed back to the kernel (`malloc_trim`; the server's), after large evictions.
+    let releaseFreedMemory: (@Sendable () -> Void)?
 
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
     let push: PushSettings
@@ -105,6 +107,8 @@ public actor Relay {
     /// Residents noted as admitted or gone, due for eviction once their grace passes (`Relay+Eviction`).
     var idle: IdleResidents
     var evictionScheduled = false
+    /// Users evicted since freed memory was last given back (`releaseFreedMemory`).
+    var evictedSinceRelease = 0
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
@@ -114,8 +118,9 @@ public actor Relay {
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
                 push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil,
-                testNoticeDelay: Duration? = nil) async throws {
+                testNoticeDelay: Duration? = nil, releaseFreedMemory: (@Sendable () -> Void)? = nil) async throws {
         self.testNoticeDelay = testNoticeDelay
+        self.releaseFreedMemory = releaseFreedMemory
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)

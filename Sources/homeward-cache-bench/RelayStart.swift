@@ -81,6 +81,7 @@ struct RelayStart {
         }
         let connectTime = ContinuousClock.now - connectStart
         var sockets = opened.compactMap { $0 }
+        let connectedCount = sockets.count
         defer { for socket in sockets { socket.close() } }
         try await Task.sleep(for: .seconds(3))
         let resident = SystemInfo.residentBytes(pid) ?? 0
@@ -103,7 +104,7 @@ struct RelayStart {
         }
         first.close()
         return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
-                      connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
+                      connected: connectedCount, failed: connect - connectedCount, connectTime: connectTime)
     }
 
     /// The relay's resident and evicted users from its metrics (empty without --metrics-port).
