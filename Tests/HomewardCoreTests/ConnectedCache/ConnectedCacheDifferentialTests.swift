@@ -48,7 +48,8 @@ struct ConnectedCacheDifferentialTests {
             try await run.restart()
             for _ in 0..<400 { try await run.step(run.script.next(run.whole, now: run.now), compare: true) }
         }
-        #expect(run.compared > 1_000)
+        // About 1,000 of the 1,200 steps are decisions (the others evictions and time passing).
+        #expect(run.compared > 800)
         #expect(run.evicted > 100, "evicted \(run.evicted)")
         #expect(run.readmitted > 20, "admitted again \(run.readmitted)")
         #expect(run.done.count >= 35, "only \(run.done.sorted())")
