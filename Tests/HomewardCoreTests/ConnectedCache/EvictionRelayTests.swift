@@ -204,7 +204,7 @@ final class EvictionRelayTests: XCTestCase {
         XCTAssertFalse(unwatched.contains("alice"), "\(unwatched)")
     }
 
-    func testEvictionWaitsForAPendingWriteAboutTheUserAndLosesNothing() async throws {
+    func testAnEvictionDueWhileAWriteAboutTheUserIsOnItsWayLosesNothing() async throws {
         let instrumented = Mutex<InstrumentedStore?>(nil)
         let harness = try await harness(wrapStore: { store in
             let wrapped = InstrumentedStore(store)
