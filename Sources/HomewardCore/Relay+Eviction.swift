@@ -10,9 +10,10 @@ import Logging
 /// watching here (the viewer's relay hears of the link's end through its owner's part). A reconnect within the
 /// grace finds them resident; one after it reads their slice again (one indexed query).
 ///
-/// Costs: a sweep takes at most `evictedTogether` due users, the users it takes and no other; it first stores pending
-/// last-seen times and waits for the writes decided before (`writesSettled`, as an admission does), so that no
-/// decision on its way to the store concerns a user it drops; then the cache's eviction (`RelayState.evict`: their
+/// Costs: a sweep takes at most `evictedTogether` due users, the users it takes and no other, and never waits for the
+/// store (a store that is down must not hold up the mailbox): a user whom a decision on its way to the store concerns
+/// (`sliceScope` of the journal's changes), or whose last-seen time is not written yet, stays until the next sweep;
+/// then the cache's eviction (`RelayState.evict`: their
 /// part, plus one pass over blocks, standing shares, pauses and messages for the batch). Sweeps are at least a second
 /// apart unless a storm leaves more due, and never while memory counts as unstored or other relays' notices are held.
 extension Relay {
@@ -42,28 +43,25 @@ extension Relay {
     }
 
     /// One sweep: the users whose grace passed and whom nothing keeps are evicted (`evict`).
-    func sweepIdleResidents() async {
+    func sweepIdleResidents() {
         evictionScheduled = false
         defer { scheduleEviction() }
         // Nothing is dropped while the cache may hold what is not stored or waits for a commit it lacks: the read-back
         // or the gap's repair reads the residents' parts, and decides which slices they need, first.
         guard state.resident != nil, !writes.unstored, !cluster.sequencer.isHolding else { return }
         let now = clock()
+        // What is on its way to the store (staged, or being committed) and the last-seen times not written yet: a user
+        // they concern stays until they are stored, and is due again at the next sweep. No sweep waits for the store.
+        let pending = writes.journal.isIdle ? [] : state.sliceScope(of: writes.journal.stagedChanges)
         var due: [String] = []
         for user in idle.takeDue(at: now, limit: Self.evictedTogether) where state.isResident(user) {
             // Connected here: noted again when their last connection closes.
             guard presence.connectionCount(of: user) == 0 else { continue }
             if hasViewersWatching(user) { idle.note(user, at: now); continue }
+            if pending.contains(user) || writes.unsavedLastSeen[user] != nil { idle.note(user, at: now - idle.grace); continue }
             due.append(user)
         }
         guard !due.isEmpty else { return }
-        // Last-seen times waiting go to the store first: the presence table forgets them with the user.
-        await saveLastSeen()
-        do { try await writesSettled() } catch {
-            // The store failed: a read-back comes first; the users are due again at the next sweep.
-            for user in due { idle.note(user, at: now - idle.grace) }
-            return
-        }
         evict(Set(due))
         evictedSinceRelease += due.count
         if idle.nextDue.map({ $0 <= clock() }) == true {
@@ -92,7 +90,7 @@ extension Relay {
     /// Evicts `users` from the cache: the one place a resident stops being one. Drops their part (what no remaining
     /// resident's slice holds and a start would not load, `RelayState.evict`), the versions no remaining resident's
     /// part needs (theirs, and those of the owners only their part named), and their presence entries that hold
-    /// nothing but a stored last-seen time. Called with no write pending (`writesSettled`).
+    /// nothing but a stored last-seen time. Called with no write about them pending.
     func evict(_ users: Set<String>) {
         let users = users.filter(state.isResident)
         guard !users.isEmpty else { return }

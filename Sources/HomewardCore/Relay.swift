@@ -484,7 +484,7 @@ public actor Relay {
             // The next batch of a storm behind what waits meanwhile (the timer, armed at once, fires it too).
             if more, let continuation { submit(.fireDue(then: continuation)) } else { continuation?.resume() }
         case .evictIdle(let continuation):
-            await sweepIdleResidents()
+            sweepIdleResidents()
             continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()

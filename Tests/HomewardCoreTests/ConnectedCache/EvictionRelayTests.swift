@@ -225,10 +225,12 @@ final class EvictionRelayTests: XCTestCase {
             }
         }
         await store.writeIsHeld()
-        let sweep = Task { await relay.evictIdleResidents() }
+        await relay.evictIdleResidents()
+        let during = await residents(harness)
+        XCTAssertTrue(during.contains("alice"), "not evicted while a write about her is on its way: \(during)")
         store.releaseWrites()
         _ = try await reply.value.get()
-        await sweep.value
+        await relay.evictIdleResidents()
         let after = await residents(harness)
         XCTAssertFalse(after.contains("alice"), "evicted once it is stored")
         let again = try await harness.connect("alice")
