@@ -61,9 +61,11 @@ extension Relay {
             if pending.contains(user) || writes.unsavedLastSeen[user] != nil { idle.note(user, at: now - idle.grace); continue }
             due.append(user)
         }
-        guard !due.isEmpty else { return }
-        evict(Set(due))
-        evictedSinceRelease += due.count
+        if !due.isEmpty {
+            evict(Set(due))
+            evictedSinceRelease += due.count
+        }
+        // (Also after a sweep that found only users kept for now: the last of a storm may be one.)
         if idle.nextDue.map({ $0 <= clock() }) == true {
             scheduleEviction(soon: true)
         } else if evictedSinceRelease >= Self.evictedBeforeRelease, let release = releaseFreedMemory {

@@ -109,18 +109,38 @@ struct RelayStart {
 
     /// The relay's resident and evicted users from its metrics (empty without --metrics-port).
     private func cacheGauges() -> String {
-        guard metricsPort > 0 else { return "" }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "5", "http://127.0.0.1:\(metricsPort)/metrics"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        guard (try? process.run()) != nil else { return "" }
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        guard metricsPort > 0, let text = Self.httpGet(port: metricsPort, path: "/metrics") else { return "" }
         let wanted = ["homeward_cache_resident_users", "homeward_cache_evictions_total"]
         let values = text.split(separator: "\n").filter { line in wanted.contains { line.hasPrefix($0 + " ") } }
         return values.isEmpty ? "" : ", " + values.joined(separator: ", ")
+    }
+
+    /// A plain HTTP/1.0 GET on 127.0.0.1, blocking, whole answer (a subprocess such as curl is no option with
+    /// thousands of descriptors open: Foundation's `Process` crashed there).
+    private static func httpGet(port: Int, path: String) -> String? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { return nil }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard send(fd, request, request.count, 0) == request.count else { return nil }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        return String(decoding: answer, as: UTF8.self)
     }
 
     /// SIGTERM, and SIGKILL when the relay is still there 30 s later: a relay still loading a whole store (or
