@@ -28,6 +28,9 @@ struct FIFO<Element> {
         return outgoing.popLast()
     }
 
+    /// The element `popFirst` would take, left in place.
+    var first: Element? { outgoing.last ?? incoming.first }
+
     /// The first `maxLength` elements, first in first, without taking them (the mailbox's look at what waits).
     func prefix(_ maxLength: Int) -> [Element] {
         var first = Array(outgoing.reversed().prefix(maxLength))

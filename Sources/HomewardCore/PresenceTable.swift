@@ -203,6 +203,17 @@ public final class PresenceTable: PresenceView, Sendable {
         for (username, time) in lastSeen { withEntry(username) { $0.lastSeen = time } }
     }
 
+    /// Forgets the entries of `users` that hold nothing but a last-seen time: users a cache of connected users
+    /// evicted, whose time is stored and comes back with their slice (`seedLastSeen`). An entry that holds anything
+    /// else (a connection here or elsewhere, a last position, an audience, a trail) stays whole.
+    public func forgetIdle(_ users: some Sequence<String>) {
+        for username in users {
+            shard(of: username).entries.withLock { entries in
+                if entries[username]?.holdsOnlyLastSeen == true { entries[username] = nil }
+            }
+        }
+    }
+
     /// Recomputes who `sender`'s positions go to, one member's shard at a time. Whether this relay needs
     /// them from the others (its interest) follows `reach`: a pause does not unsubscribe.
     private func refreshAudienceSinks(of sender: String) {
@@ -412,5 +423,14 @@ public final class PresenceTable: PresenceView, Sendable {
         guard let a else { return b }
         guard let b else { return a }
         return b.ts > a.ts ? b : a
+    }
+}
+
+extension PresenceTable.Entry {
+    /// Nothing but a last-seen time (`PresenceTable.forgetIdle`).
+    var holdsOnlyLastSeen: Bool {
+        sinks.isEmpty && remoteNodes.isEmpty && last.isEmpty && deliveredRemotely == nil && audience.isEmpty && reach.isEmpty
+            && !owner && restriction == nil && audienceSinks.isEmpty && reachSinks.isEmpty && receivesFrom.isEmpty
+            && destination.value == nil && trail.value == nil
     }
 }

@@ -192,6 +192,7 @@ extension Relay {
             }
         }
         usersOnline.record(presence.onlineUserCount)
+        noteIdle([username], at: now)
         presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
         guard !presence.isOnlineElsewhere(username) else { return nil }

@@ -23,8 +23,8 @@ extension Relay {
         await bus.follow(users: new, unfollowing: [])
     }
 
-    /// Stops hearing the notices about `users` (for a cache that evicts them: call once their part is dropped from the
-    /// cache, never for a resident, whose part would then miss commits).
+    /// Stops hearing the notices about `users`: `evict` calls it once their part is dropped from the cache (never for a
+    /// resident, whose part would then miss commits).
     public func unfollow(_ users: Set<String>) async {
         guard followsUsers else { return }
         let gone = users.intersection(cluster.followed)

@@ -52,6 +52,7 @@ extension Relay {
         // Last-seen times the presence table does not have yet (it keeps newer ones: a user who left here).
         presence.seedLastSeen(slice.lastSeen.filter { user, time in (presence.lastSeen(user) ?? .min) < time })
         residentUsers.record(state.resident?.count ?? 0)
+        noteIdle(users, at: clock())
         syncPresence(owners: before.union(ownersConcerning(users)).union(Self.owners(in: slice)))
         alarmsPending.record(state.alarms.count)
         // Only what the slice brought can be due sooner than the timer, which points at or before every deadline the

@@ -83,6 +83,8 @@ public actor Relay {
     /// Fault tests only: how long each commit's notice waits before it is published (`publishConfirmedNotice`),
     /// so that a test can kill the relay between a commit and its notice.
     let testNoticeDelay: Duration?
+    /// Gives memory the allocator holds freed back to the kernel (`malloc_trim`; the server's), after large evictions.
+    let releaseFreedMemory: (@Sendable () -> Void)?
 
     /// What is pushed to closed apps and the webhook (see `PushPlanner`), and what sign-in replies announce.
     let push: PushSettings
@@ -107,6 +109,13 @@ public actor Relay {
     /// reading back slices (`Relay+Following`).
     let followedUsers: Gauge
     let gapRepairs: Counter
+    /// Users evicted from a cache of connected users (`Relay+Eviction`).
+    let evictions: Counter
+    /// Residents noted as admitted or gone, due for eviction once their grace passes (`Relay+Eviction`).
+    var idle: IdleResidents
+    var evictionScheduled = false
+    /// Users evicted since freed memory was last given back (`releaseFreedMemory`).
+    var evictedSinceRelease = 0
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
@@ -116,8 +125,9 @@ public actor Relay {
                 clock: @escaping @Sendable () -> Int64 = Relay.systemMillis, logger: Logger = Logger(label: "homeward.relay"),
                 metrics: any MetricsFactory = MetricsSystem.factory,
                 push: PushSettings = PushSettings(), spool: (any AlarmSpool)? = nil,
-                testNoticeDelay: Duration? = nil) async throws {
+                testNoticeDelay: Duration? = nil, releaseFreedMemory: (@Sendable () -> Void)? = nil) async throws {
         self.testNoticeDelay = testNoticeDelay
+        self.releaseFreedMemory = releaseFreedMemory
         executor = QueueExecutor(label: "homeward.relay")
         alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
         alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
@@ -131,6 +141,8 @@ public actor Relay {
         residentUsers = Gauge(label: "homeward_cache_resident_users", factory: metrics)
         followedUsers = Gauge(label: "homeward_cache_followed_users", factory: metrics)
         gapRepairs = Counter(label: "homeward_cache_gap_repairs_total", factory: metrics)
+        evictions = Counter(label: "homeward_cache_evictions_total", factory: metrics)
+        idle = IdleResidents(grace: limits.cacheEvictionGrace)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
@@ -310,6 +322,8 @@ public actor Relay {
         case removePushSubscription(String)
         case arrive(String)
         case fireDue(then: CheckedContinuation<Void, Never>?)
+        /// Residents whose grace passed are evicted (`Relay+Eviction`).
+        case evictIdle(then: CheckedContinuation<Void, Never>?)
         case saveLastSeen
         case drain(CheckedContinuation<Void, Never>)
         case close(CheckedContinuation<Void, Never>)
@@ -481,6 +495,9 @@ public actor Relay {
             if await stateIsStored(), !timerShards.isEmpty { more = await fireDueWork() }
             // The next batch of a storm behind what waits meanwhile (the timer, armed at once, fires it too).
             if more, let continuation { submit(.fireDue(then: continuation)) } else { continuation?.resume() }
+        case .evictIdle(let continuation):
+            await sweepIdleResidents()
+            continuation?.resume()
         case .saveLastSeen:
             await saveLastSeen()
         case .drain(let continuation):
@@ -547,7 +564,7 @@ public actor Relay {
                     _ = presence.detach(departure.key, departure.sink, now: now)
                 }
             }
-        case .fireDue(let continuation):
+        case .fireDue(let continuation), .evictIdle(let continuation):
             continuation?.resume()
         case .timerShards(let shards, let continuation):
             // Closed: nothing fires any more; the lease may release them.

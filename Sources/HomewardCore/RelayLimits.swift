@@ -23,6 +23,9 @@ public struct RelayLimits: Sendable {
     /// Connections watching with one share link at once: a link is a bearer secret that may leak, and
     /// viewers count against no account, so each link's fan-out is bounded.
     public var viewersPerShare = 16
+    /// A cache of connected users (`CacheMode.connected`): milliseconds a user stays resident after they were
+    /// admitted or their last connection closed, so that a reconnect within it reads nothing (`Relay+Eviction`).
+    public var cacheEvictionGrace: Int64 = 5 * 60 * 1000
     /// How much of each active walk the relay keeps in memory to show late watchers (`SessionTrail`).
     public var trail = TrailLimits()
 

@@ -175,8 +175,10 @@ extension RelayState {
         return names(standing[owner] ?? []) || names(pauses[owner]?.keys ?? [:].keys)
     }
 
+    /// Friend request notices about them are kept (less pairs now friends), as a whole cache keeps them: one about a
+    /// user evicted and admitted again was noted by a decision that is stored (`evict`).
     public mutating func admit(_ slice: StoredState, of users: Set<String>) {
-        replaceSlice(of: users, with: slice)
+        replaceSlice(of: users, with: slice, afterRemoteChange: true)
         resident?.formUnion(users)
     }
 

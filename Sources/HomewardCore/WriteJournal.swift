@@ -56,6 +56,14 @@ struct WriteJournal<Waiter> {
         }
     }
 
+    /// The changes of every decision staged and not released (those being committed among them).
+    var stagedChanges: [StoreChange] {
+        entries.flatMap { entry -> [StoreChange] in
+            if case .changes(let changes, _, _) = entry { return changes }
+            return []
+        }
+    }
+
     /// One decision's changes, committed atomically with the others of its batch.
     mutating func stage(_ changes: [StoreChange], bases: UserVersions = [:], address: NoticeAddress = NoticeAddress()) {
         guard !changes.isEmpty else { return }

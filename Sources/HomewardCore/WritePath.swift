@@ -126,6 +126,12 @@ struct WritePath<Waiter> {
         versions?.merge(moved) { max($0, $1) }
     }
 
+    /// `users` left the cache (`Relay.evict`): their versions are no longer known, as before they were admitted.
+    mutating func forgetVersions(of users: Set<String>) {
+        guard versions != nil else { return }
+        for user in users { versions?[user] = nil }
+    }
+
     /// `username` was last seen at `time`, to be written with the others; true when none waited before (then
     /// their write is to be scheduled).
     mutating func lastSeen(_ username: String, at time: Int64) -> Bool {

@@ -53,6 +53,10 @@ struct CacheBench: AsyncParsableCommand {
     var relayArg: [String] = []
     @Option(help: "Seconds to keep the --connect users connected after the RSS is read, for a profiler or gdb to look at the relay (its PID is printed).")
     var hold = 0
+    @Option(help: "After measuring with --connect users signed in, close their connections and watch the relay this many seconds (0: no): its RSS, and with --metrics-port the users it caches and has evicted (give the relay a short --relay-arg --cache-grace=SECONDS).")
+    var leaveWait = 0
+    @Option(help: "A loopback port for the started relay's --metrics-listen, read with curl during --leave-wait (0: off).")
+    var metricsPort = 0
 
     func run() async throws {
         if let startRelay { return try await measureRelayStarts(startRelay) }
@@ -161,7 +165,8 @@ struct CacheBench: AsyncParsableCommand {
         let limit = SystemInfo.raiseOpenFileLimit(to: 200_000)
         print("open-file limit \(limit) (the relay inherits it)")
         let env = try BenchEnvironment(threads: 2, sources: (1...4).map { "127.0.0.\($0)" })
-        let start = RelayStart(binary: binary, storeFile: storeFile, port: port, connect: connect, extraArguments: relayArg, hold: hold, env: env)
+        let start = RelayStart(binary: binary, storeFile: storeFile, port: port, connect: connect, extraArguments: relayArg, hold: hold,
+                               env: env, leaveWait: leaveWait, metricsPort: metricsPort)
         let knowsCache = try start.knowsCacheOption()
         let modes = cache.split(separator: ",").map(String.init)
         var results: [RelayStart.Result] = []

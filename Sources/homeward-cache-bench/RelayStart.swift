@@ -19,6 +19,10 @@ struct RelayStart {
     /// Seconds the connections stay open after the RSS is read (for a profiler), 0 for none.
     let hold: Int
     let env: BenchEnvironment
+    /// Seconds to watch the relay after the `connect` users closed their connections (0: none).
+    let leaveWait: Int
+    /// The relay's plain-HTTP metrics port on 127.0.0.1 (0: off).
+    let metricsPort: Int
 
     /// What one start measured.
     struct Result {
@@ -58,7 +62,7 @@ struct RelayStart {
         // Limits that would refuse the benchmark's own sign-ins are raised; tokens of the filled city are a year old.
         let arguments = [
             "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--store", "sqlite",
-            "--log-level", "notice", "--metrics-listen", "off", "--token-lifetime", "3650",
+            "--log-level", "notice", "--metrics-listen", metricsPort > 0 ? "127.0.0.1:\(metricsPort)" : "off", "--token-lifetime", "3650",
             "--max-unauthenticated-per-address", "100000", "--hello-failures-per-address", "0", "--auth-timeout", "60",
         ] + (knowsCache ? ["--cache", mode] : []) + extraArguments
         let started = ContinuousClock.now
@@ -78,15 +82,27 @@ struct RelayStart {
                                               .hello(token: City.token(index + 1)))
         }
         let connectTime = ContinuousClock.now - connectStart
-        let sockets = opened.compactMap { $0 }
+        var sockets = opened.compactMap { $0 }
+        let connectedCount = sockets.count
         defer { for socket in sockets { socket.close() } }
         try await Task.sleep(for: .seconds(3))
         let resident = SystemInfo.residentBytes(pid) ?? 0
         print("\(mode): \(sockets.count) users signed in (\(connect - sockets.count) failed) in \(CacheBench.ms(connectTime)) ms, "
-            + "RSS \(resident / 1_048_576) MiB")
+            + "RSS \(resident / 1_048_576) MiB\(cacheGauges())")
         if hold > 0, relay.pid != nil {
             print("\(mode): holding the connections \(hold) s; relay PID \(pid)")
             try await Task.sleep(for: .seconds(hold))
+        }
+        if leaveWait > 0 {
+            // They leave; the first user stays signed in.
+            for socket in sockets { socket.close() }
+            sockets = []
+            let left = ContinuousClock.now
+            while ContinuousClock.now - left < .seconds(leaveWait) {
+                try await Task.sleep(for: .seconds(min(5, leaveWait)))
+                print("\(mode): \(CacheBench.ms(ContinuousClock.now - left)) ms after they left: RSS "
+                    + "\((SystemInfo.residentBytes(pid) ?? 0) / 1_048_576) MiB\(cacheGauges())")
+            }
         }
         // Stopped with everyone still connected, as an operator's `systemctl stop` finds it.
         if let stopTime = Self.stop(relay) {
@@ -94,7 +110,43 @@ struct RelayStart {
         }
         first.close()
         return Result(mode: mode, firstSignIn: firstSignIn, residentAtFirstSignIn: residentAtFirst, residentConnected: resident,
-                      connected: sockets.count, failed: connect - sockets.count, connectTime: connectTime)
+                      connected: connectedCount, failed: connect - connectedCount, connectTime: connectTime)
+    }
+
+    /// The relay's resident and evicted users from its metrics (empty without --metrics-port).
+    private func cacheGauges() -> String {
+        guard metricsPort > 0, let text = Self.httpGet(port: metricsPort, path: "/metrics") else { return "" }
+        let wanted = ["homeward_cache_resident_users", "homeward_cache_evictions_total"]
+        let values = text.split(separator: "\n").filter { line in wanted.contains { line.hasPrefix($0 + " ") } }
+        return values.isEmpty ? "" : ", " + values.joined(separator: ", ")
+    }
+
+    /// A plain HTTP/1.0 GET on 127.0.0.1, blocking, whole answer (a subprocess such as curl is no option with
+    /// thousands of descriptors open: Foundation's `Process` crashed there).
+    private static func httpGet(port: Int, path: String) -> String? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { return nil }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard send(fd, request, request.count, 0) == request.count else { return nil }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        return String(decoding: answer, as: UTF8.self)
     }
 
     /// SIGTERM, and SIGKILL when the relay is still there 30 s later: a relay still loading a whole store (or

@@ -34,6 +34,10 @@ extension RelayOptions {
             }
             config.changeNotices = subjects
         }
+        if let seconds = try env.value(cacheGrace, Self.cacheGrace) {
+            guard seconds >= 1, seconds <= 7 * 86_400 else { throw ValidationError("cache-grace must be at least 1 and at most 604800 seconds") }
+            config.relayLimits.cacheEvictionGrace = Int64(seconds * 1000)
+        }
         try env.override(&config.nodeID, nodeID, Self.nodeID)
         if let seconds = try env.value(storeTimeout, Self.storeTimeout) {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("store-timeout must be more than 0 and at most 3600 seconds") }

@@ -64,6 +64,11 @@ struct RelayOptions: ParsableArguments {
         "Where a relay sharing its store tells the others what it committed (the same on every relay of a cluster). all: one subject every relay reads. per-user: also the subject of each user and timer shard a change concerns, and relays with --cache connected hear only those of the users they serve and the timer shards they fire (more messages on the bus per notice; fewer notices each such relay decodes when relays serve different users).",
         valueName: "all|per-user", default: defaults.changeNotices.rawValue)
     @Option(Self.changeNotices) var changeNotices: String?
+    static let cacheGrace = RelayOption<Double>(
+        "cache-grace",
+        "With --cache connected: seconds a user stays in memory after they signed in elsewhere, were named by a request, or their last connection here closed; then their part is dropped (read again, one indexed query, if they come back or are named later). Users connected here, and owners whose share link has a viewer here, stay.",
+        default: Double(defaults.relayLimits.cacheEvictionGrace) / 1000)
+    @Option(Self.cacheGrace) var cacheGrace: Double?
 
     static let nodeID = RelayOption<String>(
         "node-id", "This relay's name among several: in logs, in the sign-in reply's node, on the bus (1-64 of A-Z a-z 0-9 . _ -).",

@@ -126,6 +126,21 @@ final class FollowedNoticesTests: XCTestCase {
         XCTAssertTrue(store.slices.last?.contains("bob") ?? false, "bob's slice read back: \(store.slices)")
     }
 
+    func testAnEvictedUserIsNoLongerFollowedAndIsFollowedAgainWhenAdmittedAgain() async throws {
+        let (harness, _, other, bBus, _) = try await twoRelays()
+        let bob = try await signIn("bob", on: other, harness)
+        XCTAssertTrue(bBus.followed.contains("bob"))
+        other.disconnect("bob", sink: bob)
+        await other.drain()
+        harness.clock.advance(by: RelayLimits().cacheEvictionGrace)
+        await other.evictIdleResidents()
+        let resident = await other.state.isResident("bob")
+        XCTAssertFalse(resident, "bob was evicted")
+        XCTAssertFalse(bBus.followed.contains("bob"), "an evicted user's notices are no longer heard")
+        _ = try await signIn("bob", on: other, harness)
+        XCTAssertTrue(bBus.followed.contains("bob"), "admitted again, followed again")
+    }
+
     func testAnUnfollowedUserIsNoLongerHeard() async throws {
         let (harness, _, other, bBus, _) = try await twoRelays()
         _ = try await signIn("bob", on: other, harness)

@@ -22,7 +22,9 @@ package struct CacheSnapshot: Equatable {
     let messages: [String: MessageInfo]
     let offlineOwners: [String: Int64]
 
-    package init(_ state: RelayState) {
+    /// `emptyContactsAsNone`: an empty list of alarm contacts, which the rules leave and the store keeps as no rows, counts
+    /// as none (it means the same: alarms go to all friends).
+    package init(_ state: RelayState, emptyContactsAsNone: Bool = false) {
         func entries<C: Collection>(_ index: [String: C]) -> [String: C] { index.filter { !$0.value.isEmpty } }
         users = state.users
         friends = entries(state.friends)
@@ -31,7 +33,7 @@ package struct CacheSnapshot: Equatable {
         blocked = entries(state.blocked)
         tokensByUser = entries(state.tokensByUser)
         // Kept exactly: an empty list here would make its owner count as one (`RelayState.owners`).
-        contacts = state.contacts
+        contacts = emptyContactsAsNone ? state.contacts.filter { !$0.value.isEmpty } : state.contacts
         standing = state.standing
         pushByUser = entries(state.pushByUser)
         tokens = state.tokens
@@ -51,5 +53,29 @@ package struct CacheSnapshot: Equatable {
         meetings = state.meetings
         messages = state.messages
         offlineOwners = state.offlineOwners
+    }
+}
+
+extension CacheSnapshot {
+    /// The fields that differ, each side written out with its dictionaries and sets in order (a failure's message).
+    package func difference(from other: CacheSnapshot) -> String {
+        let mine = Mirror(reflecting: self).children, theirs = Mirror(reflecting: other).children
+        var parts: [String] = []
+        for (label, (a, b)) in zip(mine.map(\.label), zip(mine.map(\.value), theirs.map(\.value))) {
+            let (x, y) = (Self.canonical(a), Self.canonical(b))
+            if x != y { parts.append("\(label ?? "?"): \(x.prefix(1200)) instead of \(y.prefix(1200))") }
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    /// `value` written out the same whatever the order of its dictionaries and sets.
+    private static func canonical(_ value: Any) -> String {
+        let mirror = Mirror(reflecting: value)
+        switch mirror.displayStyle {
+        case .dictionary, .set: return "[" + mirror.children.map { canonical($0.value) }.sorted().joined(separator: ", ") + "]"
+        case .collection: return "[" + mirror.children.map { canonical($0.value) }.joined(separator: ", ") + "]"
+        case .tuple: return "(" + mirror.children.map { canonical($0.value) }.joined(separator: ": ") + ")"
+        default: return String(describing: value)
+        }
     }
 }

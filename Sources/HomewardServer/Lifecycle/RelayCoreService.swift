@@ -60,7 +60,7 @@ struct RelayCoreService: Service, CustomStringConvertible {
                                     features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared, cache: config.cache,
                                     logger: logger, metrics: metrics, push: push.settings,
                                     spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
-                                    testNoticeDelay: config.testNoticeDelay)
+                                    testNoticeDelay: config.testNoticeDelay, releaseFreedMemory: { FreedMemory.release() })
         try await relay.startBus()
         // What the load decoded and dropped, before the first connection is served.
         FreedMemory.release()

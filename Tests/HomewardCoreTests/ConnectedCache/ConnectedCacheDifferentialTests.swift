@@ -33,6 +33,28 @@ struct ConnectedCacheDifferentialTests {
         #expect(run.done.count >= 40, "only \(run.done.sorted())")
     }
 
+    /// The same with evictions among the steps (`RelayState.evict`, half the residents at random, the actor of the
+    /// next step included): decisions stay those of a whole cache, writes stay within the users admitted, and after
+    /// each eviction the cache holds exactly what a cache started then would hold once it admitted the remaining
+    /// residents. Time passes in longer steps, so that timers of evicted owners fall due.
+    @Test(arguments: [UInt64(11), 12, 13, 14, 15, 16])
+    func evictionsLeaveEveryDecisionAsOnAWholeCache(seed: UInt64) async throws {
+        var run = try DifferentialRun(seed: seed)
+        try await run.start()
+        for _ in 0..<400 { try await run.step(run.script.next(run.whole, now: run.now), compare: false) }
+        run.script.connected = Array(ConnectedCacheScript.names.prefix(6))
+        run.script.evicting = true
+        for _ in 0..<3 {
+            try await run.restart()
+            for _ in 0..<400 { try await run.step(run.script.next(run.whole, now: run.now), compare: true) }
+        }
+        // About 1,000 of the 1,200 steps are decisions (the others evictions and time passing).
+        #expect(run.compared > 800)
+        #expect(run.evicted > 100, "evicted \(run.evicted)")
+        #expect(run.readmitted > 20, "admitted again \(run.readmitted)")
+        #expect(run.done.count >= 35, "only \(run.done.sorted())")
+    }
+
     /// Every kind of step at least once, in an order in which each does something: the random runs reach most
     /// of these, not all in every run.
     @Test func aScriptedPassCoversEveryRequestKind() async throws {
@@ -111,6 +133,10 @@ private struct DifferentialRun {
     var offline = Set<String>()
     var compared = 0
     var admitted = 0
+    /// Users evicted, and users admitted again after an eviction.
+    var evicted = 0, readmitted = 0
+    private var everEvicted = Set<String>()
+    private var evictionRandom: SplitMix64
     /// Kinds of step compared that changed something or answered `ok`, and that were refused.
     var done = Set<String>(), refused = Set<String>()
     private var wholeIDs = CoreTestIDSequence(), connectedIDs = CoreTestIDSequence()
@@ -121,6 +147,7 @@ private struct DifferentialRun {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("connected-\(UUID().uuidString).sqlite").path
         store = try SQLiteStore(path: path)
         script = ConnectedCacheScript(seed: seed, registered: ConnectedCacheScript.names)
+        evictionRandom = SplitMix64(seed: seed &+ 1_000)
         let ids = wholeIDs
         whole = RelayState(makeID: { ids.next($0) })
     }
@@ -155,6 +182,9 @@ private struct DifferentialRun {
     mutating func step(_ step: ConnectedCacheStep, compare: Bool) async throws {
         switch step {
         case .advance(let ms): now += ms; return
+        case .evict:
+            if compare { try await evict() }
+            return
         case .online(let name, let online):
             if online { presence.online.insert(name) } else { presence.online.remove(name) }
             presence.seen[name] = now
@@ -180,6 +210,7 @@ private struct DifferentialRun {
                 if missing.isEmpty { break }
                 connected.admit(try await store.loadSlice(of: missing), of: missing)
                 admitted += missing.count
+                readmitted += missing.intersection(everEvicted).count
             }
             self.connected = connected
         }
@@ -217,6 +248,29 @@ private struct DifferentialRun {
         if case .register(let name) = step, decided.error == nil { script.registered.append(name) }
     }
 
+    /// Evicts about half the connected cache's residents, then checks that it holds what a cache started now would
+    /// hold once it admitted the remaining residents: what is left of the evicted users is what a start loads or a
+    /// remaining resident's slice holds, and every remaining resident's part is untouched.
+    mutating func evict() async throws {
+        guard var connected, let residents = connected.resident else { return }
+        let leaving = Set(residents.sorted().filter { _ in Int.random(in: 0..<2, using: &evictionRandom) == 0 })
+        connected.evict(leaving)
+        #expect(connected.resident == residents.subtracting(leaving))
+        evicted += leaving.count
+        everEvicted.formUnion(leaving)
+        self.connected = connected
+        let remaining = connected.resident ?? []
+        var fresh = RelayState(connected: try await store.load().active())
+        fresh.admit(try await store.loadSlice(of: remaining), of: remaining)
+        for (owner, since) in connected.offlineOwners { fresh.ownerWentOffline(owner, at: since) }
+        // (An empty list of alarm contacts a decision left is no rows in the store.)
+        let (held, started) = (CacheSnapshot(connected, emptyContactsAsNone: true), CacheSnapshot(fresh, emptyContactsAsNone: true))
+        if held != started {
+            Issue.record("after evicting \(leaving.sorted()) of \(residents.sorted()): \(held.difference(from: started))")
+            throw Diverged()
+        }
+    }
+
     private func planner(_ ids: CoreTestIDSequence) -> PushPlanner {
         var settings = PushSettings()
         settings.webhookURL = "https://desk.example/hook"
@@ -236,7 +290,7 @@ private struct DifferentialRun {
         case .watch(let token): state.usersNeeded(forWatching: Token.hash(token))
         case .wentOffline: []
         case .due: state.usersNeeded(forDueAt: now)
-        case .advance, .online: []
+        case .advance, .online, .evict: []
         }
     }
 
@@ -272,7 +326,7 @@ private struct DifferentialRun {
                 state.ownerWentOffline(name, at: now)
             case .due:
                 outcome = state.fireDue(now: now, presence: presence)
-            case .advance, .online:
+            case .advance, .online, .evict:
                 break
             }
             outcome.changes += planner.plan(outcome, state: state, presence: presence, now: now)

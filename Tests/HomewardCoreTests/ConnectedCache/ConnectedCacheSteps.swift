@@ -19,6 +19,8 @@ enum ConnectedCacheStep: CustomStringConvertible {
     case due
     case advance(Int64)
     case online(String, Bool)
+    /// The relay lets go of some residents (`RelayState.evict`): which ones, the run draws.
+    case evict
 
     /// The request's case, or the step's.
     var kind: String {
@@ -41,6 +43,7 @@ enum ConnectedCacheStep: CustomStringConvertible {
         case .due: "due"
         case .advance(let ms): "advance \(ms)"
         case .online(let name, let online): "\(name) online \(online)"
+        case .evict: "evict"
         }
     }
 }
@@ -57,6 +60,8 @@ struct ConnectedCacheScript {
     /// Who acts, mostly, when set: the users connected to the relay under test, a few of many, so that most
     /// users stay not resident for long (the others act now and then, as users connecting do).
     var connected: [String]?
+    /// Whether steps include evictions (`ConnectedCacheStep.evict`).
+    var evicting = false
 
     init(seed: UInt64, registered: [String]) {
         random = SplitMix64(seed: seed)
@@ -86,6 +91,7 @@ struct ConnectedCacheScript {
     mutating func next(_ state: RelayState, now: Int64) -> ConnectedCacheStep {
         let actor = connected.flatMap { chance(85) ? one($0) : nil } ?? one(registered)!
         let friends = state.friends(of: actor)
+        if evicting, chance(8) { return .evict }
         switch Int.random(in: 0..<100, using: &random) {
         case 0..<4: return .advance(Int64.random(in: 1_000...40_000, using: &random))
         case 4..<7: return .due
