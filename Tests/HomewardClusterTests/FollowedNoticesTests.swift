@@ -15,14 +15,7 @@ final class FollowedNoticesTests: XCTestCase {
         async throws -> (SafetyHarness, CountingStore, Relay, SubjectRouter.Bus, SubjectRouter) {
         let router = SubjectRouter()
         let aBus = router.bus(readsEveryNotice: true)
-        let counting = Mutex<CountingStore?>(nil)
-        let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
-                                              wrapStore: { store in
-                                                  let wrapped = CountingStore(store, checksWrites: true)
-                                                  counting.withLock { $0 = wrapped }
-                                                  return wrapped
-                                              }, bus: aBus)
-        let store = try XCTUnwrap(counting.withLock { $0 })
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: aBus)
         let bBus = router.bus(readsEveryNotice: false)
         let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: bBus, ownsTimers: false, cache: .connected,
                                     clock: harness.clock.function, metrics: metrics)

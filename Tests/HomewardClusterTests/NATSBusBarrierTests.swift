@@ -20,7 +20,7 @@ final class NATSBusBarrierTests: XCTestCase {
         let server = try await NATSServerProcess.start()
         defer { server.stop() }
         let bus = try await connect(server)
-        let receiver = SlowReceiver()
+        let receiver = TokenReceiver(delay: 2000)
         try await bus.start(delivering: receiver)
         let other = try await NATSClient.connect(urls: [server.url])
         for index in 0..<40 {
@@ -41,7 +41,7 @@ final class NATSBusBarrierTests: XCTestCase {
         let nothing = await bus.barrier()
         XCTAssertNil(nothing, "not subscribed to notices yet")
         XCTAssertNil(bus.generation)
-        let receiver = SlowReceiver()
+        let receiver = TokenReceiver(delay: 2000)
         try await bus.start(delivering: receiver)
         XCTAssertEqual(bus.generation, 0)
 
@@ -61,22 +61,4 @@ final class NATSBusBarrierTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - start, .milliseconds(500), "no answer soon: the relay asks the store instead")
         await bus.stop()
     }
-}
-
-/// Takes a few milliseconds per notice, as a busy relay might; remembers each notice's revoked token.
-private final class SlowReceiver: BusReceiver {
-    private let received = Mutex<[String]>([])
-    var tokens: [String] { received.withLock { $0 } }
-
-    func remoteChanges(_ notice: ChangeNotice) {
-        usleep(2000)
-        received.withLock { $0 += notice.revokedTokens }
-    }
-
-    func remotePresence(_ message: PresenceMessage) {}
-    func localPresenceSnapshot() async -> PresenceSnapshot { PresenceSnapshot(node: "here", epoch: "e", seq: 0) }
-    func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
-    func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
-    func busDisconnected() {}
-    func busReconnected() {}
 }

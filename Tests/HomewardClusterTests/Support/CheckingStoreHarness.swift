@@ -7,7 +7,7 @@ import XCTest
 
 /// alice, bob and carol, alice friends with both, on one relay of several: its SQLite store behind a `CountingStore`
 /// that checks writes (as PostgreSQL does), its notices recorded by `bus`.
-func threeFriendsOnACheckingStore(bus: RecordingBus, logger: Logger = Logger(label: "homeward.relay"),
+func threeFriendsOnACheckingStore(bus: any RelayBus, logger: Logger = Logger(label: "homeward.relay"),
                                   metrics: any MetricsFactory = NOOPMetricsHandler.instance) async throws -> (SafetyHarness, CountingStore) {
     let counting = Mutex<CountingStore?>(nil)
     let harness = try await SafetyHarness(users: ["alice", "bob", "carol"], friends: [("alice", "bob"), ("alice", "carol")],
