@@ -46,6 +46,8 @@ extension Relay {
     func sweepIdleResidents() async {
         evictionScheduled = false
         defer { scheduleEviction() }
+        // Not the cache's, and not stored: kept whatever the store's state.
+        forgetExpiredRateLimits(at: clock())
         // Nothing is dropped while the cache may hold what is not stored or waits for a commit it lacks: the read-back
         // or the gap's repair reads the residents' parts, and decides which slices they need, first.
         guard state.resident != nil, !writes.unstored, !cluster.sequencer.isHolding else { return }
@@ -79,6 +81,24 @@ extension Relay {
                 logger.notice("returned freed memory after evictions", metadata: ["ms": "\(Relay.millis(ContinuousClock.now - started))"])
             }
         }
+    }
+
+    /// Drops the rate limits' keys whose events have all left their windows: each limit drops them as it counts an
+    /// event, a sweep those of limits nothing touched since (a relay most users left).
+    func forgetExpiredRateLimits(at now: Int64) {
+        usernameFailures.forgetExpired(now: now)
+        addressFailures.forgetExpired(now: now)
+        registrations.forgetExpired(now: now)
+        watchFailures.forgetExpired(now: now)
+        helloFailures.forgetExpired(now: now)
+        state.searches.forgetExpired(now: now)
+        state.messageSends.forgetExpired(now: now)
+    }
+
+    /// How many keys (usernames, client addresses) the rate limits hold events of (tests).
+    package var rateLimitedKeys: Int {
+        [usernameFailures, addressFailures, registrations, watchFailures, helloFailures, state.searches, state.messageSends]
+            .reduce(0) { $0 + $1.keyCount }
     }
 
     /// Users evicted before the memory freed is given back at the end of a sweep (one trim per storm of departures,
