@@ -649,7 +649,8 @@ public actor Relay {
 
     // MARK: Schedules
 
-    /// Fires what is due, for at most `dueOwnersPerBatch` owners: a storm (every session's lost contact due at once
+    /// Fires what is due, for at most `dueOwnersPerBatch` owners, those due earliest first (`RelayState.ownersDue`, from
+    /// the deadline index): a storm (every session's lost contact due at once
     /// after a restart) goes in batches, each batch's users admitted with one read and its outcome one decision, and the
     /// mailbox takes what waits between batches. Returns whether owners beyond this batch have work due (the timer,
     /// armed at a deadline that has passed, fires the next batch at once).
@@ -657,12 +658,12 @@ public actor Relay {
     func fireDueWork() async -> Bool {
         var raised = 0
         let now = clock()
-        let due = state.ownersDue(at: now, shards: timerShards)
-        guard !due.isEmpty else {
+        let due = state.ownersDue(at: now, shards: timerShards, limit: Self.dueOwnersPerBatch)
+        guard !due.owners.isEmpty else {
             armTimer()
             return false
         }
-        let batch = due.count > Self.dueOwnersPerBatch ? Set(due.prefix(Self.dueOwnersPerBatch)) : due
+        let batch = Set(due.owners)
         do throws(RelayError) {
             try await admitNeeded { state.usersNeeded(forDueAt: now, shards: timerShards, owners: batch) }
         } catch {
@@ -684,7 +685,7 @@ public actor Relay {
         }
         if raised > 0 { alarmsRaised.increment(by: raised) }
         armTimer()
-        return due.count > batch.count
+        return due.more
     }
 
     /// Owners whose due work one turn of the mailbox fires (`fireDueWork`): a few hundred owners' users are one slice
@@ -712,9 +713,10 @@ public actor Relay {
         timer = source
     }
 
-    /// Read in place, as `audienceUpdates` reads: asked after every operation, it copied the whole state each time.
+    /// Read in place, as `audienceUpdates` reads: asked after every operation, it copied the whole state each time. The
+    /// index answers (`RelayState+Deadlines`): no walk of every deadline.
     private static func nextDeadline(of state: inout RelayState, in shards: TimerShards) -> Int64? {
-        state.nextDeadline(in: shards)
+        state.nextDeadlineFromIndex(in: shards)
     }
 
     func deliver(_ message: EncodedMessage, to username: String) {

@@ -38,6 +38,7 @@ extension RelayState {
             guard var alarm = alarms[id], alarm.deliveredAt[username] == nil else { continue }
             alarm.deliveredAt[username] = now
             alarms[id] = alarm
+            noteDeadlines(of: alarm.owner)
             changes.append(.saveAlarm(alarm))
         }
         return changes

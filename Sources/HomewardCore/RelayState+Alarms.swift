@@ -50,6 +50,7 @@ extension RelayState {
         guard alarm.acknowledge(by: actor) else { return outcome }  // acknowledging twice changes nothing
         alarm.nextRepeatAt = nil
         alarms[id] = alarm
+        noteDeadlines(of: alarm.owner)
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarmAcked(alarmId: id, by: actor), to: [alarm.owner] + alarm.recipients.filter { $0 != actor })
         outcome.send(.alarmAcknowledged(alarmId: id, by: actor), to: viewerKeys(of: alarm))

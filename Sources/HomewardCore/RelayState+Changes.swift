@@ -115,6 +115,7 @@ extension RelayState {
             return [owner]
         case let .savePause(pause):
             pauses[pause.owner, default: [:]][pause.key] = pause
+            noteDeadlines(of: pause.owner)
             return [pause.owner]
         case let .removePause(owner, from):
             pauses[owner]?[from ?? LocationPause.everyone] = nil

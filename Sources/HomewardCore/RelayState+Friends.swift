@@ -137,6 +137,7 @@ extension RelayState {
             session.remove(other)
             noteRemoved(.session(id), members: [other])
             sessions[id] = session
+            noteDeadlines(of: session.owner)
             sessionsByInvitee[other]?.remove(id)
             outcome.changes.append(.saveSession(session))
             outcome.send(.sessionEnded(sessionId: id, reason: "unfriended"), to: other)
@@ -147,6 +148,7 @@ extension RelayState {
             alarm.removeRecipient(other)
             noteRemoved(.alarm(id), members: [other])
             alarms[id] = alarm
+            noteDeadlines(of: alarm.owner)
             alarmsByRecipient[other]?.remove(id)
             outcome.changes.append(.saveAlarm(alarm))
             outcome.send(.alarmCancelled(alarmId: id, reason: "unfriended"), to: other)

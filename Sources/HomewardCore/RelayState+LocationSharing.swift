@@ -55,6 +55,7 @@ extension RelayState {
         }
         let pause = LocationPause(owner: actor, from: from, until: until)
         pauses[actor, default: [:]][pause.key] = pause
+        noteDeadlines(of: actor)
         var outcome = Outcome()
         outcome.changes.append(.savePause(pause))
         outcome.audienceChanged.insert(actor)
@@ -120,10 +121,10 @@ extension RelayState {
         return audience.subtracting(paused.keys)
     }
 
-    /// Pauses of owners `due` fires whose end has come: each ends, and its owner hears `location.resumed`.
-    mutating func expirePauses(now: Int64, in due: DueOwners) -> Outcome {
+    /// Pauses of `owners` (`dueCandidates`) that `due` fires whose end has come: each ends, and its owner hears `location.resumed`.
+    mutating func expirePauses(of owners: [String], now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for owner in pauses.keys.sorted() where due.owns(owner) {
+        for owner in owners.sorted() where due.owns(owner) {
             for pause in (pauses[owner] ?? [:]).values.sorted(by: { $0.key < $1.key }) where (pause.until ?? .max) <= now {
                 endPause(owner, key: pause.key, into: &outcome)
                 outcome.send(.locationResumed(from: pause.from), to: owner)

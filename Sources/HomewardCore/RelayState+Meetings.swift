@@ -45,6 +45,7 @@ extension RelayState {
         if invitee.response != response {
             meeting.update(actor) { $0.response = response }
             meetings[id] = meeting
+            noteDeadlines(of: meeting.owner)
             outcome.changes.append(.saveMeeting(meeting))
             let others = meeting.invitees.map(\.username).filter { $0 != actor && !hasBlocked($0, actor) && !hasBlocked(actor, $0) }
             outcome.send(.meetResponse(meetingId: id, by: actor, response: response.rawValue), to: [meeting.owner] + others)
@@ -71,10 +72,10 @@ extension RelayState {
         return outcome
     }
 
-    /// Meeting points of proposers `due` fires whose time is up at `now`.
-    mutating func expireMeetings(now: Int64, in due: DueOwners) -> Outcome {
+    /// Meeting points among `candidates` (`dueCandidates`) of proposers `due` fires whose time is up at `now`.
+    mutating func expireMeetings(_ candidates: [MeetingPoint], now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for meeting in meetings.values.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now && due.owns(meeting.owner) {
+        for meeting in candidates.sorted(by: { $0.id < $1.id }) where meeting.expiresAt <= now && due.owns(meeting.owner) {
             removeMeeting(meeting.id, into: &outcome)
         }
         return outcome
@@ -137,6 +138,7 @@ extension RelayState {
                   areFriends(username, meeting.owner) else { continue }
             meeting.update(username) { $0.deliveredAt = now }
             meetings[id] = meeting
+            noteDeadlines(of: meeting.owner)
             outcome.changes.append(.saveMeeting(meeting))
             outcome.send(.meet(meeting.info(owner: profile(meeting.owner))), to: username)
             outcome.send(.meetDelivered(meetingId: id, to: username, deliveredAt: now), to: meeting.owner)
@@ -173,6 +175,7 @@ extension RelayState {
                     outcome.send(.meetCancelled(meetingId: id), to: owner)
                 } else {
                     meetings[id] = meeting
+                    noteDeadlines(of: meeting.owner)
                     outcome.changes.append(.saveMeeting(meeting))
                 }
             }
@@ -190,6 +193,7 @@ extension RelayState {
     mutating func index(_ meeting: MeetingPoint) {
         meetings[meeting.id] = meeting
         for name in [meeting.owner] + meeting.invitees.map(\.username) { meetingsByUser[name, default: []].insert(meeting.id) }
+        noteDeadlines(of: meeting.owner)
     }
 
     private mutating func removeMeeting(_ id: String, into outcome: inout Outcome) {

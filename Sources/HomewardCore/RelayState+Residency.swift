@@ -126,35 +126,24 @@ extension RelayState {
         return users
     }
 
-    /// The owners with work due at `now` in `shards` (`fireDue`): what a storm of due work is split by, a batch of owners
-    /// at a time (`Relay.fireDueWork`).
-    public func ownersDue(at now: Int64, shards: TimerShards = .all) -> Set<String> {
-        var owners = Set<String>()
-        forEachDue(at: now, in: DueOwners(shards: shards)) { owners.insert($0) } session: { session, _ in
-            owners.insert(session.owner)
-        } alarm: { alarm in
-            owners.insert(alarm.owner)
-        }
-        return owners
-    }
-
     /// What `fireDue` fires at `now` for `due`: the owners of links, pauses and meeting points that end, the sessions
     /// that expire, miss a check-in (`checkInMissed`) or lose contact, the alarms that repeat.
     private func forEachDue(at now: Int64, in due: DueOwners, owner: (String) -> Void,
                             session visit: (FollowSession, _ checkInMissed: Bool) -> Void, alarm repeating: (Alarm) -> Void) {
-        for share in shares.values where share.expiresAt <= now && due.owns(share.owner) { owner(share.owner) }
-        for (name, list) in pauses where due.owns(name) && list.values.contains(where: { ($0.until ?? .max) <= now }) {
+        let candidates = dueCandidates(due)
+        for share in candidates.shares where share.expiresAt <= now && due.owns(share.owner) { owner(share.owner) }
+        for name in candidates.pauseOwners where due.owns(name) && (pauses[name] ?? [:]).values.contains(where: { ($0.until ?? .max) <= now }) {
             owner(name)
         }
-        for meeting in meetings.values where meeting.expiresAt <= now && due.owns(meeting.owner) { owner(meeting.owner) }
-        for session in sessions.values where due.owns(session.owner) {
+        for meeting in candidates.meetings where meeting.expiresAt <= now && due.owns(meeting.owner) { owner(meeting.owner) }
+        for session in candidates.sessions where due.owns(session.owner) {
             let expires = session.expiresAt.map { $0 <= now } ?? false
             let checkInMissed = session.checkInBy.map { $0 <= now } ?? false
             let lost = session.lostSince == nil && offlineOwners[session.owner].map { $0 + safety.lostContactGrace <= now } ?? false
             guard expires || checkInMissed || lost else { continue }
             visit(session, checkInMissed)
         }
-        for alarm in alarms.values where due.owns(alarm.owner) && (alarm.nextRepeatAt.map { $0 <= now } ?? false) {
+        for alarm in candidates.alarms where due.owns(alarm.owner) && (alarm.nextRepeatAt.map { $0 <= now } ?? false) {
             repeating(alarm)
         }
     }

@@ -10,6 +10,7 @@ extension RelayState {
         guard session.owner == actor else { throw .forbidden("only the owner can check in") }
         session.checkInBy = checkInBy
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.reply = SessionReply(session: session.info(owner: profile(actor))).fields
@@ -33,6 +34,7 @@ extension RelayState {
     public mutating func ownerWentOffline(_ owner: String, at time: Int64) -> Bool {
         guard sessionByOwner[owner] != nil else { return false }
         offlineOwners[owner] = time
+        noteDeadlines(of: owner)
         return true
     }
 
@@ -55,6 +57,7 @@ extension RelayState {
         guard let id = sessionByOwner[owner], var session = sessions[id], session.lostSince != nil else { return outcome }
         session.lostSince = nil
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         outcome.changes.append(.saveSession(session))
         outcome.send(.sessionResumed(sessionId: id), to: session.observers + viewerKeys(ofSession: id))
         return outcome
@@ -113,11 +116,12 @@ extension RelayState {
     public mutating func fireDue(now: Int64, presence: some PresenceView, shards: TimerShards = .all,
                                  owners: Set<String>? = nil) -> Outcome {
         let due = DueOwners(shards: shards, only: owners)
-        var outcome = expireShares(now: now, in: due)
-        outcome.merge(expirePauses(now: now, in: due))
-        outcome.merge(expireMeetings(now: now, in: due))
+        let candidates = dueCandidates(due)
+        var outcome = expireShares(candidates.shares, now: now, in: due)
+        outcome.merge(expirePauses(of: candidates.pauseOwners, now: now, in: due))
+        outcome.merge(expireMeetings(candidates.meetings, now: now, in: due))
         // Chosen, then sorted: a batch's owners sort their own sessions, not every session's id.
-        for id in sessions.filter({ due.owns($0.value.owner) }).keys.sorted() {
+        for id in candidates.sessions.filter({ due.owns($0.owner) }).map(\.id).sorted() {
             guard let session = sessions[id] else { continue }
             if let expiry = session.expiresAt, expiry <= now {
                 outcome.merge(finishSession(id, reason: "expired", now: now))
@@ -130,7 +134,7 @@ extension RelayState {
                 outcome.merge(lostContact(id, since: since, presence: presence))
             }
         }
-        for id in alarms.filter({ due.owns($0.value.owner) }).keys.sorted() {
+        for id in candidates.alarms.filter({ due.owns($0.owner) }).map(\.id).sorted() {
             guard let alarm = alarms[id] else { continue }
             if let repeatAt = alarm.nextRepeatAt, repeatAt <= now { outcome.merge(repeatAlarm(id, now: now, presence: presence)) }
         }
@@ -142,6 +146,7 @@ extension RelayState {
         // Cleared first, so each missed deadline raises exactly one alarm.
         session.checkInBy = nil
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         var recipients = session.observers
@@ -160,6 +165,7 @@ extension RelayState {
         guard var session = sessions[id] else { return Outcome() }
         session.lostSince = since
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         let recipients = session.observers + viewerKeys(ofSession: id)
@@ -174,6 +180,7 @@ extension RelayState {
         guard alarm.acked.isEmpty, alarm.repeats < safety.alarmRepeatMax else {
             alarm.nextRepeatAt = nil
             alarms[id] = alarm
+            noteDeadlines(of: alarm.owner)
             outcome.changes.append(.saveAlarm(alarm))
             return outcome
         }
@@ -181,6 +188,7 @@ extension RelayState {
         // After downtime the schedule restarts from now rather than firing every missed repeat at once.
         alarm.nextRepeatAt = alarm.repeats < safety.alarmRepeatMax ? now + safety.alarmRepeatInterval : nil
         alarms[id] = alarm
+        noteDeadlines(of: alarm.owner)
         outcome.changes.append(.saveAlarm(alarm))
         outcome.send(.alarm(alarm.info(owner: profile(alarm.owner)), repeat: alarm.repeats),
                      to: alarm.recipients.filter { presence.isOnline($0) })

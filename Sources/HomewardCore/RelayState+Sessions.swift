@@ -33,6 +33,7 @@ extension RelayState {
             sessionsByInvitee[invitee, default: []].insert(id)
         }
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         let info = session.info(owner: profile(actor))
         if !invited.isEmpty { outcome.changes.append(.saveSession(session)) }
@@ -53,6 +54,7 @@ extension RelayState {
         }
         session.set(.accepted, for: actor)
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(session.owner)
@@ -74,6 +76,7 @@ extension RelayState {
         }
         session.set(.declined, for: actor)
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.send(.sessionDeclined(sessionId: id, by: actor), to: session.owner)
@@ -85,6 +88,7 @@ extension RelayState {
         guard session.state(of: actor) == .accepted else { throw .forbidden("you are not following this session") }
         session.set(.left, for: actor)
         sessions[id] = session
+        noteDeadlines(of: session.owner)
         var outcome = Outcome()
         outcome.changes.append(.saveSession(session))
         outcome.audienceChanged.insert(session.owner)

@@ -119,10 +119,10 @@ extension RelayState {
         return outcome
     }
 
-    /// Links of owners `due` fires whose time is up at `now`.
-    mutating func expireShares(now: Int64, in due: DueOwners) -> Outcome {
+    /// Links among `candidates` (`dueCandidates`) of owners `due` fires whose time is up at `now`.
+    mutating func expireShares(_ candidates: [ShareLink], now: Int64, in due: DueOwners) -> Outcome {
         var outcome = Outcome()
-        for share in shares.values.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now && due.owns(share.owner) {
+        for share in candidates.sorted(by: { $0.id < $1.id }) where share.expiresAt <= now && due.owns(share.owner) {
             outcome.merge(endShare(share.id, reason: "expired"))
         }
         return outcome
@@ -134,6 +134,7 @@ extension RelayState {
         shares[share.id] = share
         sharesByHash[share.tokenHash] = share.id
         sharesBySession[share.sessionId, default: []].insert(share.id)
+        noteDeadlines(of: share.owner)
     }
 
     @discardableResult

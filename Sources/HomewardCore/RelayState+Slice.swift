@@ -136,7 +136,10 @@ extension RelayState {
             index(share)
         }
         for (owner, list) in slice.standingShares where !list.isEmpty { standing[owner] = list }
-        for pause in slice.pauses { pauses[pause.owner, default: [:]][pause.key] = pause }
+        for pause in slice.pauses {
+            pauses[pause.owner, default: [:]][pause.key] = pause
+            noteDeadlines(of: pause.owner)
+        }
         for meeting in slice.meetings {
             unindex(meeting: meeting.id)
             index(meeting)

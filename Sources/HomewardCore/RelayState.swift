@@ -46,7 +46,10 @@ public struct RelayState: Sendable {
     /// Messages sent per user in the last minute (a sliding window, like searches).
     var messageSends = SlidingWindowLimit(limit: FriendsMapLimits.messagesPerMinute, window: FriendsMapLimits.messageWindow)
 
-    public var safety = SafetySettings()
+    public var safety = SafetySettings() {
+        // The lost-contact deadlines count from it.
+        didSet { if safety.lostContactGrace != oldValue.lostContactGrace { noteAllDeadlines() } }
+    }
     /// Share-link lifetimes and the viewer page's address (configuration, not stored).
     public var shareSettings = ShareSettings()
     /// Sessions and alarms that ended lately, kept across reloads: a later save of one is ignored, as the
@@ -58,6 +61,9 @@ public struct RelayState: Sendable {
     /// Owners of active sessions without a connection, and since when (not stored: after a
     /// restart every owner counts as offline from the moment the relay started).
     package internal(set) var offlineOwners: [String: Int64] = [:]
+
+    /// Each owner's next deadline, in due order per timer shard (`RelayState+Deadlines`).
+    var deadlines = DeadlineIndex()
 
     /// The users whose whole part is cached (`RelayState+Residency`); nil: every user's (`CacheMode.whole`).
     package internal(set) var resident: Set<String>?
@@ -90,6 +96,7 @@ public struct RelayState: Sendable {
         fresh.safety = safety
         fresh.shareSettings = shareSettings
         fresh.offlineOwners = offlineOwners.filter { fresh.sessionByOwner[$0.key] != nil }
+        for owner in fresh.offlineOwners.keys { fresh.noteDeadlines(of: owner) }
         // Not stored either: a failed write must not reset who may search. (Friend request notices do
         // start afresh: the failed operation may itself have been a request that was never stored.)
         fresh.searches = searches
@@ -163,6 +170,7 @@ public struct RelayState: Sendable {
         sessions[session.id] = session
         sessionByOwner[session.owner] = session.id
         for invitee in session.invitees { sessionsByInvitee[invitee, default: []].insert(session.id) }
+        noteDeadlines(of: session.owner)
     }
 
     mutating func unindex(session id: String) {
@@ -177,6 +185,7 @@ public struct RelayState: Sendable {
         alarms[alarm.id] = alarm
         alarmsByOwner[alarm.owner, default: []].insert(alarm.id)
         for recipient in alarm.recipients { alarmsByRecipient[recipient, default: []].insert(alarm.id) }
+        noteDeadlines(of: alarm.owner)
     }
 
     mutating func unindex(alarm id: String) {

@@ -50,6 +50,53 @@ final class DeadlineShardsTests: XCTestCase {
         XCTAssertNil(state.nextDeadline(in: .none))
     }
 
+    func testTheIndexFindsEachDeadlineInItsOwnersShard() throws {
+        var (state, due) = try scheduled()
+        for user in users {
+            XCTAssertEqual(state.nextDeadlineFromIndex(in: TimerShards([TimerShards.shard(of: user)])), due[user], "\(user)'s shard")
+        }
+        XCTAssertEqual(state.nextDeadlineFromIndex(in: .all), due.values.min())
+        XCTAssertNil(state.nextDeadlineFromIndex(in: .none))
+        // A check-in moves alice's deadline later, the end of her session removes it: the index follows.
+        let alice = try XCTUnwrap(state.ownSession(of: "alice"))
+        _ = try state.checkIn("alice", alice.id, checkInBy: now + 25_000)
+        XCTAssertEqual(state.nextDeadlineFromIndex(in: .all), now + 20_000, "carol's pause end is next")
+        _ = try state.endSession("alice", alice.id, now: now)
+        XCTAssertNil(state.nextDeadlineFromIndex(in: TimerShards([TimerShards.shard(of: "alice")])))
+    }
+
+    func testOwnersDueComeEarliestFirstInBatches() throws {
+        var (state, due) = try scheduled()
+        let later = now + 2 * 24 * 3600 * 1000
+        let first = state.ownersDue(at: later, limit: 3)
+        XCTAssertEqual(first.owners, ["alice", "carol", "bob"])
+        XCTAssertTrue(first.more)
+        let all = state.ownersDue(at: later, limit: 10)
+        XCTAssertEqual(all.owners, users.sorted { due[$0]! < due[$1]! }, "nothing was fired: the same owners again")
+        XCTAssertFalse(all.more)
+        XCTAssertEqual(state.ownersDue(at: now + 20_000, limit: 10).owners, ["alice", "carol"], "only what is due by then")
+    }
+
+    func testFiringTheDueOwnersBatchByBatchDoesWhatFiringAllDoesOnce() throws {
+        var (whole, _) = try scheduled()
+        var (batched, _) = try scheduled()
+        let later = now + 2 * 24 * 3600 * 1000
+        let presence = CoreTestPresence()
+        let all = whole.fireDue(now: later, presence: presence, shards: .all)
+        var changes: [StoreChange] = []
+        var batches = 0
+        while batches < 10 {
+            let due = batched.ownersDue(at: later, limit: 2)
+            if due.owners.isEmpty { break }
+            changes += batched.fireDue(now: later, presence: presence, owners: Set(due.owners)).changes
+            batches += 1
+        }
+        XCTAssertEqual(batches, 4, "seven owners, two a batch")
+        XCTAssertEqual(Set(changes.map { "\($0)" }), Set(all.changes.map { "\($0)" }))
+        XCTAssertEqual(changes.count, all.changes.count, "nothing done twice")
+        XCTAssertEqual(batched.nextDeadlineFromIndex(in: .all), whole.nextDeadline())
+    }
+
     func testFiringShardByShardDoesWhatFiringAllDoes() throws {
         // Two states made alike (each with its own sequence of ids, so the alarm a missed check-in raises
         // gets the same id in both).
