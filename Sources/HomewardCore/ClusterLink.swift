@@ -1,10 +1,12 @@
 import HomewardProtocol
+import Metrics
 
 /// What a relay keeps to work among others sharing its store, apart from its cache (`RelayState`, with the
 /// users' write `versions` beside it): the notice it is building for the others, what it knows of their presence
-/// and tells them of its own, how current its cache is, their notices waiting to be applied in order, and what it
-/// showed its users while the bus was lost. A value the relay's actor owns (`Relay.cluster`); `Relay+Cluster`,
-/// `Relay+Deltas` and `Relay+Presence` work on it. A relay alone keeps it as made: nothing reads it.
+/// and tells them of its own, how current its cache is, their notices waiting to be applied in order, what it
+/// showed its users while the bus was lost, and the metrics of all that (`ClusterCounters`). A value the relay's
+/// actor owns (`Relay.cluster`); `Relay+Cluster`, `Relay+Deltas` and `Relay+Presence` work on it. A relay alone keeps
+/// it as made: nothing reads it.
 struct ClusterLink {
     /// Changes this relay committed and events it sent that the other relays must hear of, not sent yet.
     var outgoing: ChangeNotice
@@ -31,8 +33,11 @@ struct ClusterLink {
     var heldCheckQueued = false
     /// The users whose change notices this relay hears, when it hears only those (`Relay+Following`).
     var followed = Set<String>()
+    /// The metrics only a relay among others moves.
+    let counters: ClusterCounters
 
-    init(node: String) {
+    init(node: String, metrics: any MetricsFactory) {
+        counters = ClusterCounters(metrics: metrics)
         outgoing = ChangeNotice(node: node)
         presenceFeed = PresenceFeed(node: node)
     }

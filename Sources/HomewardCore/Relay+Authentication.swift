@@ -32,16 +32,16 @@ extension Relay {
                 }
                 // Signing in sends what the state holds: stored first, with everything decided before.
                 try await writesSettled()
-                registrations.record(peer, now: now)
+                signIns.registrations.record(peer, now: now)
                 await signIn(auth, previous: previous, sink: sink,
                              reply: signInReply(username, token: token), done: done)
             case .verified(let username, let valid):
                 guard valid else {
-                    usernameFailures.record(username, now: now)
-                    addressFailures.record(peer, now: now)
+                    signIns.usernameFailures.record(username, now: now)
+                    signIns.addressFailures.record(peer, now: now)
                     throw .unauthenticated("wrong username or password")
                 }
-                usernameFailures.reset(username)
+                signIns.usernameFailures.reset(username)
                 await admitSignIns(startingWith: .user(username))
                 try await admitNeeded { state.usersNeeded(forSignInOf: username) }
                 let token = Token.mint()
@@ -125,7 +125,7 @@ extension Relay {
             if !presence.isOnlineElsewhere(auth.username) { announcePresence(auth.username, online: true, at: now) }
             await complete { state.ownerCameBack(auth.username) }
         }
-        usersOnline.record(presence.onlineUserCount)
+        counters.usersOnline.record(presence.onlineUserCount)
     }
 
     /// A share link's viewer (protocol 1.1): checks the token, attaches the connection under the link's
@@ -133,7 +133,7 @@ extension Relay {
     /// going on (alarms, lost contact). Failures count per address; over the limit nothing is checked.
     func watch(token: String, peer: String, sink: any ClientSink, done: @escaping Completion) async {
         let now = clock()
-        guard !watchFailures.isLimited(peer, now: now) else {
+        guard !signIns.watchFailures.isLimited(peer, now: now) else {
             return done(.failure(.rateLimited("too many failed watch attempts from this address; try again later")))
         }
         // The reply and what follows show the state: stored first, with everything decided before.
@@ -155,7 +155,7 @@ extension Relay {
             done(.success(RelayReply(reply.fields + [("trail", trail?.json ?? .null)], auth: .watching(viewerKey: share.viewerKey))))
             for message in state.viewerBacklog(share, presence: presence) { sink.send(EncodedMessage(message)) }
         } catch {
-            watchFailures.record(peer, now: now)
+            signIns.watchFailures.record(peer, now: now)
             done(.failure(error))
         }
     }
@@ -191,7 +191,7 @@ extension Relay {
                 self?.submit(.saveLastSeen)
             }
         }
-        usersOnline.record(presence.onlineUserCount)
+        counters.usersOnline.record(presence.onlineUserCount)
         noteIdle([username], at: now)
         presenceLeft(username, at: now)
         // Still connected to another relay: nobody sees a change.
@@ -202,7 +202,7 @@ extension Relay {
     }
 
     private func armTimer(ifSooner deadline: Int64?) {
-        if let deadline, deadline < timerDeadline ?? .max { armTimer(at: deadline) }
+        if let deadline, deadline < timer.deadline ?? .max { armTimer(at: deadline) }
     }
 
     func saveLastSeen() async {

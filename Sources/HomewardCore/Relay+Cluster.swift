@@ -393,7 +393,7 @@ extension Relay: BusReceiver {
         let given = timerShards.subtracting(shards)
         guard !taken.isEmpty || !given.isEmpty else { return continuation.resume() }
         timerShards = shards
-        timerShardsHeld.record(shards.size)
+        counters.timerShardsHeld.record(shards.size)
         logger.notice("timer shards moved", metadata: [
             "node": "\(node)", "held": "\(shards)", "count": "\(shards.size)", "taken": "\(taken)", "released": "\(given)",
         ])

@@ -37,9 +37,9 @@ extension Relay {
             touched.formUnion(state.apply(commit.changes))
             if let moved = commit.versions { writes.versionsMoved(moved) }
         }
-        appliedCommits.increment(by: commits.count)
+        cluster.counters.appliedCommits.increment(by: commits.count)
         syncPresence(owners: touched)
-        alarmsPending.record(state.alarms.count)
+        counters.alarmsPending.record(state.alarms.count)
         armTimer()
         // An owner that now has a part in a resident's (an invite) is followed from here on.
         await followOwners(namedBy: commits)

@@ -28,14 +28,14 @@ extension Relay {
     /// `users` were admitted or left at `now`: they are due for eviction `grace` later.
     func noteIdle(_ users: some Sequence<String>, at now: Int64) {
         guard state.resident != nil else { return }
-        for user in users { idle.note(user, at: now) }
+        for user in users { eviction.idle.note(user, at: now) }
         scheduleEviction()
     }
 
     /// Submits a sweep when the first user noted falls due (at least a second from now), unless one is scheduled.
     func scheduleEviction(soon: Bool = false) {
-        guard !evictionScheduled, let due = idle.nextDue else { return }
-        evictionScheduled = true
+        guard !eviction.sweepScheduled, let due = eviction.idle.nextDue else { return }
+        eviction.sweepScheduled = true
         let wait = soon ? 0 : max(1_000, due - clock())
         executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(min(wait, Int64(Int32.max))))) { [weak self] in
             self?.submit(.evictIdle(then: nil))
@@ -44,7 +44,7 @@ extension Relay {
 
     /// One sweep: the users whose grace passed and whom nothing keeps are evicted (`evict`).
     func sweepIdleResidents() async {
-        evictionScheduled = false
+        eviction.sweepScheduled = false
         defer { scheduleEviction() }
         // Not the cache's, and not stored: kept whatever the store's state.
         forgetExpiredRateLimits(at: clock())
@@ -56,24 +56,24 @@ extension Relay {
         // they concern stays until they are stored, and is due again at the next sweep. No sweep waits for the store.
         let pending = writes.journal.isIdle ? [] : state.sliceScope(of: writes.journal.stagedChanges)
         var due: [String] = []
-        for user in idle.takeDue(at: now, limit: Self.evictedTogether) where state.isResident(user) {
+        for user in eviction.idle.takeDue(at: now, limit: Self.evictedTogether) where state.isResident(user) {
             // Connected here: noted again when their last connection closes.
             guard presence.connectionCount(of: user) == 0 else { continue }
-            if hasViewersWatching(user) { idle.note(user, at: now); continue }
-            if pending.contains(user) || writes.unsavedLastSeen[user] != nil { idle.note(user, at: now - idle.grace); continue }
+            if hasViewersWatching(user) { eviction.idle.note(user, at: now); continue }
+            if pending.contains(user) || writes.unsavedLastSeen[user] != nil { eviction.idle.note(user, at: now - eviction.idle.grace); continue }
             due.append(user)
         }
         if !due.isEmpty {
             await evict(Set(due))
-            evictedSinceRelease += due.count
+            eviction.evictedSinceRelease += due.count
         }
         // (Also after a sweep that found only users kept for now: the last of a storm may be one.)
-        if idle.nextDue.map({ $0 <= clock() }) == true {
+        if eviction.idle.nextDue.map({ $0 <= clock() }) == true {
             scheduleEviction(soon: true)
-        } else if evictedSinceRelease >= Self.evictedBeforeRelease, let release = releaseFreedMemory {
+        } else if eviction.evictedSinceRelease >= Self.evictedBeforeRelease, let release = releaseFreedMemory {
             // The end of a storm: what it freed lies between what is still in use, where glibc does not give it back by
             // itself. Off the relay's queue: the trim holds each arena's lock while it walks its free chunks.
-            evictedSinceRelease = 0
+            eviction.evictedSinceRelease = 0
             let logger = logger
             DispatchQueue.global(qos: .utility).async {
                 let started = ContinuousClock.now
@@ -86,19 +86,14 @@ extension Relay {
     /// Drops the rate limits' keys whose events have all left their windows: each limit drops them as it counts an
     /// event, a sweep those of limits nothing touched since (a relay most users left).
     func forgetExpiredRateLimits(at now: Int64) {
-        usernameFailures.forgetExpired(now: now)
-        addressFailures.forgetExpired(now: now)
-        registrations.forgetExpired(now: now)
-        watchFailures.forgetExpired(now: now)
-        helloFailures.forgetExpired(now: now)
+        signIns.forgetExpired(now: now)
         state.searches.forgetExpired(now: now)
         state.messageSends.forgetExpired(now: now)
     }
 
     /// How many keys (usernames, client addresses) the rate limits hold events of (tests).
     package var rateLimitedKeys: Int {
-        [usernameFailures, addressFailures, registrations, watchFailures, helloFailures, state.searches, state.messageSends]
-            .reduce(0) { $0 + $1.keyCount }
+        signIns.keyCount + state.searches.keyCount + state.messageSends.keyCount
     }
 
     /// Users evicted before the memory freed is given back at the end of a sweep (one trim per storm of departures,
@@ -123,12 +118,12 @@ extension Relay {
         let unneeded = named.filter { !state.isResident($0) }
         let forgotten = unneeded.subtracting(state.ownersNamedByResidents(among: unneeded))
         writes.forgetVersions(of: forgotten)
-        for user in users { idle.forget(user) }
+        for user in users { eviction.idle.forget(user) }
         presence.forgetIdle(users)
         // Their lists of standing shares and open-ended pauses may be gone: whom their positions reach here follows.
         syncPresence(owners: audiences)
-        residentUsers.record(state.resident?.count ?? 0)
-        evictions.increment(by: users.count)
+        counters.residentUsers.record(state.resident?.count ?? 0)
+        counters.evictions.increment(by: users.count)
         // Last, and in the mailbox's turn: a later admission of one of them follows them again after this.
         await unfollow(forgotten)
     }

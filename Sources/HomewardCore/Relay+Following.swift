@@ -19,7 +19,7 @@ extension Relay {
         let new = users.subtracting(cluster.followed)
         guard !new.isEmpty, !cluster.busStopped else { return }
         cluster.followed.formUnion(new)
-        followedUsers.record(cluster.followed.count)
+        cluster.counters.followedUsers.record(cluster.followed.count)
         await bus.follow(users: new, unfollowing: [])
     }
 
@@ -30,7 +30,7 @@ extension Relay {
         let gone = users.intersection(cluster.followed)
         guard !gone.isEmpty else { return }
         cluster.followed.subtract(gone)
-        followedUsers.record(cluster.followed.count)
+        cluster.counters.followedUsers.record(cluster.followed.count)
         if !cluster.busStopped { await bus.follow(users: [], unfollowing: gone) }
     }
 
@@ -76,7 +76,7 @@ extension Relay {
         let followed = cluster.followed
         guard let current = try? await store.versions(of: Array(followed)) else { return await reloadFromStore(afterRemoteChange: true) }
         let behind = Set(current.filter { $0.value > (cached[$0.key] ?? 0) }.keys)
-        gapRepairs.increment()
+        cluster.counters.gapRepairs.increment()
         guard !behind.isEmpty else { return true }
         return await reloadSlices(of: behind, afterRemoteChange: true)
     }

@@ -43,8 +43,8 @@ extension Relay {
                 done(.success(RelayReply(relay.replyAfterAudience(outcome), auth: decided.authChange)))
                 relay.deliverEvents(outcome)
                 // Counted once stored (or spooled): a request decided again on a fresh cache is one alarm.
-                if decided.alarmRaised { relay.alarmsRaised.increment() }
-                if decided.alarmAcknowledged { relay.alarmsAcknowledged.increment() }
+                if decided.alarmRaised { relay.counters.alarmsRaised.increment() }
+                if decided.alarmAcknowledged { relay.counters.alarmsAcknowledged.increment() }
             }
             switch decided.write {
             case .persisted:
@@ -193,7 +193,7 @@ extension Relay {
             for event in outcome.events { cluster.backlogShown?[event.to, default: []].append(event.message) }
         }
         closeViewers(outcome.closeViewers)
-        alarmsPending.record(state.alarms.count)
+        counters.alarmsPending.record(state.alarms.count)
         armTimer()
     }
 

@@ -51,14 +51,14 @@ extension Relay {
         tookVersions(of: slice, readFor: users)
         // Last-seen times the presence table does not have yet (it keeps newer ones: a user who left here).
         presence.seedLastSeen(slice.lastSeen.filter { user, time in (presence.lastSeen(user) ?? .min) < time })
-        residentUsers.record(state.resident?.count ?? 0)
+        counters.residentUsers.record(state.resident?.count ?? 0)
         noteIdle(users, at: clock())
         syncPresence(owners: before.union(ownersConcerning(users)).union(Self.owners(in: slice)))
-        alarmsPending.record(state.alarms.count)
+        counters.alarmsPending.record(state.alarms.count)
         // Only what the slice brought can be due sooner than the timer, which points at or before every deadline the
         // cache held: the slice's deadlines are read, not every one the cache holds. What it replaced or dropped can
         // only leave the timer early, and a timer that fires early finds nothing due and points itself again.
-        if !timerShards.isEmpty, let next = state.nextDeadline(in: timerShards, among: slice), next < timerDeadline ?? .max {
+        if !timerShards.isEmpty, let next = state.nextDeadline(in: timerShards, among: slice), next < timer.deadline ?? .max {
             armTimer(at: next)
         }
         await followOwners(namedBy: slice, readFor: users)
@@ -116,7 +116,7 @@ extension Relay {
             case .token(let hash, let peer):
                 if let token = state.tokens[hash] {
                     users.insert(token.username)
-                } else if !helloFailures.isLimited(peer, now: now) {
+                } else if !signIns.helloFailures.isLimited(peer, now: now) {
                     // An address over its failures signs in only with a token the cache holds (`mayCheckToken`).
                     unknownTokens.append(hash)
                 }

@@ -8,7 +8,7 @@ extension Relay {
     /// operation waits). Under the limit, a token this cache does not know is looked for in the store.
     func mayCheckToken(_ hash: String, from peer: String) async -> Bool {
         let now = clock()
-        guard helloFailures.isLimited(peer, now: now) else {
+        guard signIns.helloFailures.isLimited(peer, now: now) else {
             await refreshIfUnknown(tokenHash: hash)
             return true
         }
@@ -22,7 +22,7 @@ extension Relay {
         do throws(RelayError) {
             return try state.useToken(hash, now: now, lifetime: limits.tokenLifetime)
         } catch {
-            helloFailures.record(peer, now: now)
+            signIns.helloFailures.record(peer, now: now)
             throw error
         }
     }

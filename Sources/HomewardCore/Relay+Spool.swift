@@ -76,7 +76,7 @@ extension Relay {
         }
         spooled.append(alarm.record)
         markUnstored()
-        alarmsSpooled.record(spooled.alarmCount)
+        counters.alarmsSpooled.record(spooled.alarmCount)
         logger.warning("alarm delivered while storage fails; spooled until the store takes it",
                        metadata: ["alarm": "\(alarm.record.compactMap(\.spooledAlarmId).joined(separator: ","))"])
         if !alarm.pushes.isEmpty { push.sendUnstored(alarm.pushes) }
@@ -101,7 +101,7 @@ extension Relay {
         }
         let alarms = spooled.alarmCount
         spooled.removeAll()
-        alarmsSpooled.record(0)
+        counters.alarmsSpooled.record(0)
         do {
             try await spool.removeAll()
         } catch {
@@ -133,7 +133,7 @@ extension Relay {
         guard !contents.records.isEmpty else { return }
         for record in contents.records { spooled.append(record) }
         putSpooledInMemory()
-        alarmsSpooled.record(spooled.alarmCount)
+        counters.alarmsSpooled.record(spooled.alarmCount)
         markUnstored()
         logger.warning("alarm spool holds alarms not stored yet; storing them", metadata: ["alarms": "\(spooled.alarmCount)"])
     }

@@ -110,10 +110,10 @@ extension Relay {
         // Their whole part is in the cache now, current: resident (a cache of connected users).
         if state.resident != nil {
             state.resident?.formUnion(users)
-            residentUsers.record(state.resident?.count ?? 0)
+            counters.residentUsers.record(state.resident?.count ?? 0)
         }
         tookVersions(of: slice, readFor: users)
-        sliceReloads.increment()
+        counters.sliceReloads.increment()
         cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
         await followOwners(namedBy: slice, readFor: users)
         return true
@@ -187,7 +187,7 @@ extension Relay {
             writes.spoolNotStored(at: clock())
             readBackAgainLater()
         }
-        reloads.increment()
+        counters.reloads.increment()
         cacheReadBack(owners: before.union(state.owners).union(state.pausedUsers))
         return !writes.unstored
     }
@@ -197,8 +197,8 @@ extension Relay {
     /// connections whose token the store no longer has.
     private func cacheReadBack(owners: Set<String>) {
         syncPresence(owners: owners)
-        alarmsPending.record(state.alarms.count)
-        timerDeadline = nil
+        counters.alarmsPending.record(state.alarms.count)
+        timer.deadline = nil
         armTimer()
         closeConnectionsWithoutToken()
     }

@@ -45,14 +45,8 @@ public actor Relay {
 
     nonisolated let mailbox = Mutex(Mailbox())
     var state: RelayState
-    var usernameFailures: SlidingWindowLimit
-    var addressFailures: SlidingWindowLimit
-    /// Accounts created per client address.
-    var registrations: SlidingWindowLimit
-    /// Failed `watch` attempts per client address.
-    var watchFailures: SlidingWindowLimit
-    /// Failed `hello` attempts (unknown, revoked or expired tokens) per client address (`Relay+SignIn`).
-    var helloFailures: SlidingWindowLimit
+    /// Failed logins, hellos and watches and registrations, per username or client address.
+    var signIns: SignInLimits
 
     /// Whose timers (deadlines, repeats, lost contact, expiry) this relay fires: those of the users in these
     /// shards (`TimerShards`). A relay alone fires all; on a shared bus each shard is fired by one relay at a
@@ -70,8 +64,8 @@ public actor Relay {
     /// Each user's write version as the cache holds it (`WritePath.versions`): as loaded, moved on by every
     /// commit applied since (this relay's own, `writeFinished`, and the others', `Relay+Deltas`).
     var versions: UserVersions? { writes.versions }
-    private var timer: (any DispatchSourceTimer)?
-    var timerDeadline: Int64?
+    /// Points at the next deadline of `timerShards` (`armTimer`).
+    var timer = DueTimer()
     /// Set by `close`: the store is about to close, nothing touches it any more.
     private var closed = false
     /// Where alarms go when the store fails, and what of them is not stored yet (`Relay+Spool`); nil: nowhere,
@@ -90,32 +84,10 @@ public actor Relay {
     let push: PushSettings
     let planner: PushPlanner
 
-    let alarmsRaised: Counter
-    let alarmsAcknowledged: Counter
-    let alarmsPending: Gauge
-    /// Alarms delivered while the store failed and not stored yet.
-    let alarmsSpooled: Gauge
-    let usersOnline: Gauge
-    /// How many timer shards this relay fires.
-    let timerShardsHeld: Gauge
-    /// How often the cache was read whole from the store, how often only some users' part of it (`reloadSlices`),
-    /// and how many other relays' commits it applied instead.
-    let reloads: Counter
-    let sliceReloads: Counter
-    let appliedCommits: Counter
-    /// How many users' whole part the cache holds (`CacheMode.connected`; a whole cache does not count).
-    let residentUsers: Gauge
-    /// How many users' change notices this relay follows, and how often a gap for a followed user was repaired by
-    /// reading back slices (`Relay+Following`).
-    let followedUsers: Gauge
-    let gapRepairs: Counter
-    /// Users evicted from a cache of connected users (`Relay+Eviction`).
-    let evictions: Counter
-    /// Residents noted as admitted or gone, due for eviction once their grace passes (`Relay+Eviction`).
-    var idle: IdleResidents
-    var evictionScheduled = false
-    /// Users evicted since freed memory was last given back (`releaseFreedMemory`).
-    var evictedSinceRelease = 0
+    /// The metrics (those only a relay among others moves are `cluster.counters`).
+    let counters: RelayCounters
+    /// Who is due for eviction when, in a cache of connected users (`Relay+Eviction`).
+    var eviction: EvictionState
     /// Writes refused because another relay wrote first: metrics and a rate-limited warning.
     let contention: WriteContention
 
@@ -129,20 +101,8 @@ public actor Relay {
         self.testNoticeDelay = testNoticeDelay
         self.releaseFreedMemory = releaseFreedMemory
         executor = QueueExecutor(label: "homeward.relay")
-        alarmsRaised = Counter(label: "homeward_alarms_raised_total", factory: metrics)
-        alarmsAcknowledged = Counter(label: "homeward_alarms_acknowledged_total", factory: metrics)
-        alarmsPending = Gauge(label: "homeward_alarms_pending", factory: metrics)
-        alarmsSpooled = Gauge(label: "homeward_alarms_spooled", factory: metrics)
-        usersOnline = Gauge(label: "homeward_authenticated_users", factory: metrics)
-        timerShardsHeld = Gauge(label: "homeward_timer_shards_held", factory: metrics)
-        reloads = Counter(label: "homeward_cache_reloads_total", factory: metrics)
-        sliceReloads = Counter(label: "homeward_cache_slices_total", factory: metrics)
-        appliedCommits = Counter(label: "homeward_cache_commits_applied_total", factory: metrics)
-        residentUsers = Gauge(label: "homeward_cache_resident_users", factory: metrics)
-        followedUsers = Gauge(label: "homeward_cache_followed_users", factory: metrics)
-        gapRepairs = Counter(label: "homeward_cache_gap_repairs_total", factory: metrics)
-        evictions = Counter(label: "homeward_cache_evictions_total", factory: metrics)
-        idle = IdleResidents(grace: limits.cacheEvictionGrace)
+        counters = RelayCounters(metrics: metrics)
+        eviction = EvictionState(grace: limits.cacheEvictionGrace)
         contention = WriteContention(metrics: metrics, logger: logger, clock: clock)
         self.store = store
         self.spool = spool
@@ -159,8 +119,8 @@ public actor Relay {
         precondition(!bus.isShared || bus.readsEveryNotice || cache == .connected, "a whole cache must read every change notice")
         self.followsUsers = bus.isShared && !bus.readsEveryNotice && cache == .connected
         self.timerShards = ownsTimers ? .all : .none
-        timerShardsHeld.record(timerShards.size)
-        self.cluster = ClusterLink(node: node)
+        counters.timerShardsHeld.record(timerShards.size)
+        self.cluster = ClusterLink(node: node, metrics: metrics)
         self.clock = clock
         self.logger = logger
         self.features = features
@@ -187,15 +147,11 @@ public actor Relay {
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
         self.writes = WritePath(versions: versions)
-        self.usernameFailures = SlidingWindowLimit(limit: limits.loginFailuresPerUsername, window: limits.loginFailureWindow)
-        self.addressFailures = SlidingWindowLimit(limit: limits.loginFailuresPerAddress, window: limits.loginFailureWindow)
-        self.registrations = SlidingWindowLimit(limit: limits.registrationsPerAddress, window: limits.registrationWindow)
-        self.watchFailures = SlidingWindowLimit(limit: limits.watchFailuresPerAddress, window: limits.watchFailureWindow)
-        self.helloFailures = SlidingWindowLimit(limit: limits.helloFailuresPerAddress, window: limits.loginFailureWindow)
+        self.signIns = SignInLimits(limits)
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners.union(state.pausedUsers))
-        alarmsPending.record(state.alarms.count)
-        residentUsers.record(state.resident?.count ?? 0)
+        counters.alarmsPending.record(state.alarms.count)
+        counters.residentUsers.record(state.resident?.count ?? 0)
         logStart(stored, in: cache, tookMillis: loadTime.components.seconds * 1000 + loadTime.components.attoseconds / 1_000_000_000_000_000)
         // Alarm spool: alarms a crash left unstored go back in memory, and are stored by the first read-back.
         try await loadSpool()
@@ -490,7 +446,7 @@ public actor Relay {
             await complete { state.arrive(session, now: clock()) }
         case .fireDue(let continuation):
             // Whatever the timer pointed at is being done now; `armTimer` points it anew.
-            timerDeadline = nil
+            timer.deadline = nil
             var more = false
             if await stateIsStored(), !timerShards.isEmpty { more = await fireDueWork() }
             // The next batch of a storm behind what waits meanwhile (the timer, armed at once, fires it too).
@@ -516,9 +472,7 @@ public actor Relay {
             // The last batches reach the store before it closes.
             try? await writesSettled()
             closed = true
-            timer?.cancel()
-            timer = nil
-            timerDeadline = nil
+            timer.cancel()
             continuation.resume()
         case .refresh:
             await handleRemoteNotices(takeRemoteNotices())
@@ -595,7 +549,7 @@ public actor Relay {
         await catchUpBeforeRequest(for: Self.subject(of: request, auth: auth))
         switch request {
         case .register(let username, let password, let name):
-            guard limits.registrationsPerAddress == 0 || !registrations.isLimited(peer, now: clock()) else {
+            guard limits.registrationsPerAddress == 0 || !signIns.registrations.isLimited(peer, now: clock()) else {
                 return done(.failure(.rateLimited("too many new accounts from this address; try again later")))
             }
             // Whether the name is taken is known once its part is in the cache (a cache of connected users).
@@ -607,7 +561,7 @@ public actor Relay {
             }
         case .login(let username, let password):
             let now = clock()
-            guard !usernameFailures.isLimited(username, now: now), !addressFailures.isLimited(peer, now: now) else {
+            guard !signIns.usernameFailures.isLimited(username, now: now), !signIns.addressFailures.isLimited(peer, now: now) else {
                 return done(.failure(.rateLimited("too many failed logins; try again later")))
             }
             // A read of the store, in order with what was decided before (a `register` of this name on its way).
@@ -669,9 +623,7 @@ public actor Relay {
         } catch {
             // Nothing fires on a part of the cache that may lack what it reads; tried again a second later.
             logger.error("could not read the users whose timers are due", metadata: ["error": "\(error)"])
-            timerDeadline = nil
-            timer?.cancel()
-            timer = nil
+            timer.cancel()
             executor.queue.asyncAfter(deadline: .now() + .milliseconds(Int(Self.readBackInterval))) { [weak self] in
                 self?.submit(.fireDue(then: nil))
             }
@@ -683,7 +635,7 @@ public actor Relay {
             raised = max(0, state.alarms.count - before)
             return outcome
         }
-        if raised > 0 { alarmsRaised.increment(by: raised) }
+        if raised > 0 { counters.alarmsRaised.increment(by: raised) }
         armTimer()
         return due.more
     }
@@ -700,17 +652,16 @@ public actor Relay {
 
     /// Points the one timer at `next` (nil: nowhere).
     func armTimer(at next: Int64?) {
-        guard next != timerDeadline else { return }
-        timerDeadline = next
-        timer?.cancel()
-        timer = nil
+        guard next != timer.deadline else { return }
+        timer.cancel()
+        timer.deadline = next
         guard let next else { return }
         let delay = max(0, next - clock())
         let source = DispatchSource.makeTimerSource(queue: executor.queue)
         source.schedule(deadline: .now() + .milliseconds(Int(min(delay, Int64(Int32.max)))), leeway: .milliseconds(10))
         source.setEventHandler { [weak self] in self?.submit(.fireDue(then: nil)) }
         source.resume()
-        timer = source
+        timer.source = source
     }
 
     /// Read in place, as `audienceUpdates` reads: asked after every operation, it copied the whole state each time. The
