@@ -53,7 +53,7 @@ public final class NATSBus: RelayBus {
     /// Whether the relay hears every notice (`hw.changes`), or only those of the users and timer shards it follows.
     public let readsEveryNotice: Bool
     /// Whether this relay's notices also go to the subjects of the users and timer shards they concern (`publish`).
-    private let publishesPerUser: Bool
+    public let publishesPerUser: Bool
     private let handoff = NoticeHandoff()
 
     /// This relay's epoch on the bus (new at each start) and the stamps of the notices it sends on users' and timer
