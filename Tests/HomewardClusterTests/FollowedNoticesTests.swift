@@ -146,6 +146,30 @@ final class FollowedNoticesTests: XCTestCase {
         XCTAssertTrue(bBus.received.isEmpty, "\(bBus.received)")
     }
 
+    /// A share link created on another relay is in no notice this relay hears (it follows nobody of it): `watch` finds
+    /// its owner in the store and admits them, so the viewer watches, and hears the link end from then on.
+    func testAViewerWatchesALinkCreatedOnARelayItDoesNotFollowAndHearsItEnd() async throws {
+        let (harness, _, other, bBus, _) = try await twoRelays()
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        let created = try await harness.ok(.shareCreate(sessionId: id, ttl: nil), as: aliceAuth, sink: alice)
+        let token = try XCTUnwrap(created.field("share")?["token"]?.stringValue)
+        await other.drain()
+        XCTAssertTrue(bBus.received.isEmpty, "nothing of alice's reached this relay: \(bBus.received)")
+
+        let viewer = RecordingSink("viewer")
+        let watched = await withCheckedContinuation { continuation in
+            other.serve(.watch(token: token), auth: nil, peer: "test", sink: viewer) { continuation.resume(returning: $0) }
+        }
+        guard case .watching = try watched.get().auth else { return XCTFail("not watching: \(watched)") }
+        XCTAssertTrue(bBus.followed.contains("alice"), "the link's owner is followed")
+        _ = try await harness.ok(.sessionEnd(sessionId: id), as: aliceAuth, sink: alice)
+        await other.drain()
+        XCTAssertEqual(viewer.events("session.ended").count, 1, "\(viewer.messages)")
+        XCTAssertEqual(viewer.closes, [.normal])
+    }
+
     /// With `--change-notices all` nothing reads a notice's address (it goes to `hw.changes` alone), so the relay does
     /// not work it out; with `per-user` it does.
     func testANoticeIsAddressedOnlyWhenTheBusPublishesPerUser() async throws {
