@@ -21,22 +21,22 @@ final class NoticeModeOnBusTests: XCTestCase {
         defer { server.stop() }
         let log = LogRecorder(), metrics = RecordingMetrics()
         let here = try await connect(server, node: "here", perUser: true, logger: log.logger, metrics: metrics)
-        let heard = HeartbeatReceiver()
+        let heard = TokenReceiver()
         try await here.start(delivering: heard)
         let alike = try await connect(server, node: "alike", perUser: true)
-        try await alike.start(delivering: HeartbeatReceiver())
+        try await alike.start(delivering: TokenReceiver())
         let other = try await connect(server, node: "other", perUser: false)
-        try await other.start(delivering: HeartbeatReceiver())
+        try await other.start(delivering: TokenReceiver())
 
         alike.publishPresence(.heartbeat(PresenceHeartbeat(node: "alike", epoch: "a", seq: 0)))
-        var heartbeat = try await heard.next()
+        var heartbeat = try await heard.nextHeartbeat()
         XCTAssertEqual(heartbeat.node, "alike")
         XCTAssertTrue(heartbeat.noticesPerUser, "its bus states its mode")
         XCTAssertEqual(metrics.counter("homeward_bus_notice_mode_mismatches_total"), 0)
 
         for seq in 0..<2 {
             other.publishPresence(.heartbeat(PresenceHeartbeat(node: "other", epoch: "o", seq: Int64(seq))))
-            heartbeat = try await heard.next()
+            heartbeat = try await heard.nextHeartbeat()
             XCTAssertFalse(heartbeat.noticesPerUser)
         }
         XCTAssertEqual(metrics.counter("homeward_bus_notice_mode_mismatches_total"), 2, "each heartbeat of another mode counted")
@@ -45,31 +45,4 @@ final class NoticeModeOnBusTests: XCTestCase {
         XCTAssertTrue(errors.first?.contains("relay=other") ?? false, "\(errors)")
         for bus in [here, alike, other] { await bus.stop() }
     }
-}
-
-/// Hands over the heartbeats a bus delivers, one at a time.
-private final class HeartbeatReceiver: BusReceiver {
-    private let stream: AsyncStream<PresenceHeartbeat>
-    private let input: AsyncStream<PresenceHeartbeat>.Continuation
-
-    init() { (stream, input) = AsyncStream.makeStream() }
-
-    func next() async throws -> PresenceHeartbeat {
-        let stream = self.stream
-        return try await withTimeout(10, "a heartbeat") {
-            for await heartbeat in stream { return heartbeat }
-            throw TestFailure("no more heartbeats")
-        }
-    }
-
-    func remotePresence(_ message: PresenceMessage) {
-        if case .heartbeat(let heartbeat) = message { input.yield(heartbeat) }
-    }
-
-    func remoteChanges(_ notice: ChangeNotice) {}
-    func localPresenceSnapshot() async -> PresenceSnapshot { PresenceSnapshot(node: "here", epoch: "e", seq: 0) }
-    func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
-    func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
-    func busDisconnected() {}
-    func busReconnected() {}
 }
