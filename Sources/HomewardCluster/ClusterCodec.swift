@@ -49,7 +49,8 @@ public enum ClusterCodec {
     /// A presence message (`hw.presence`, and a snapshot as the answer on `hw.presence.sync.<node>`):
     /// `{"kind": "delta"|"heartbeat"|"snapshot", "node", "epoch", "seq", ...}` with `joined` and `left`
     /// (username to milliseconds) in a delta, `positions` (username to `LastPosition`) in a heartbeat and a
-    /// snapshot, and `online` in a snapshot.
+    /// snapshot, `"notices": "per-user"` in the heartbeat of a relay publishing its notices per user (older relays
+    /// ignore it), and `online` in a snapshot.
     public static func encode(_ message: PresenceMessage) -> ByteBuffer {
         func head(_ kind: String, _ node: String, _ epoch: String, _ seq: Int64) -> [(String, JSONValue)] {
             [("kind", .string(kind)), ("node", .string(node)), ("epoch", .string(epoch)), ("seq", .int(seq))]
@@ -64,8 +65,10 @@ public enum ClusterCodec {
                 ("left", .object(delta.left.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })),
             ]))
         case .heartbeat(let heartbeat):
+            // Only `per-user` is stated: a heartbeat without it is from a relay with `all` or of the version before.
+            let mode: [(String, JSONValue)] = heartbeat.noticesPerUser ? [("notices", .string("per-user"))] : []
             return JSONWriter.encode(.object(head("heartbeat", heartbeat.node, heartbeat.epoch, heartbeat.seq)
-                                             + [positions(heartbeat.positions)]))
+                                             + [positions(heartbeat.positions)] + mode))
         case .snapshot(let snapshot):
             return JSONWriter.encode(.object(head("snapshot", snapshot.node, snapshot.epoch, snapshot.seq)
                                              + [("online", .strings(snapshot.online)), positions(snapshot.positions)]))
@@ -104,7 +107,8 @@ public enum ClusterCodec {
             }
             return .delta(PresenceDelta(node: node, epoch: epoch, seq: seq, joined: try names("joined"), left: left))
         case "heartbeat":
-            return .heartbeat(PresenceHeartbeat(node: node, epoch: epoch, seq: seq, positions: positions()))
+            return .heartbeat(PresenceHeartbeat(node: node, epoch: epoch, seq: seq, positions: positions(),
+                                                noticesPerUser: json.string("notices") == "per-user"))
         case "snapshot":
             return .snapshot(PresenceSnapshot(node: node, epoch: epoch, seq: seq, online: try names("online"), positions: positions()))
         default:

@@ -53,7 +53,7 @@ public final class NATSBus: RelayBus {
     /// Whether the relay hears every notice (`hw.changes`), or only those of the users and timer shards it follows.
     public let readsEveryNotice: Bool
     /// Whether this relay's notices also go to the subjects of the users and timer shards they concern (`publish`).
-    private let publishesPerUser: Bool
+    public let publishesPerUser: Bool
     private let handoff = NoticeHandoff()
 
     /// This relay's epoch on the bus (new at each start) and the stamps of the notices it sends on users' and timer
@@ -71,6 +71,8 @@ public final class NATSBus: RelayBus {
     private let noticeCopiesDropped: Counter
     private let noticeMessagesPublished: Counter
     private let followedSubjects: Gauge
+    /// Checks that the other relays publish their notices as this one does (`--change-notices`).
+    private let noticeModes: NoticeModeCheck
 
     private init(client: NATSClient, node: String, logger: Logger, changeBufferLimit: Int, publishesPerUser: Bool,
                  readsEveryNotice: Bool, metrics: any MetricsFactory) {
@@ -87,6 +89,7 @@ public final class NATSBus: RelayBus {
         noticeCopiesDropped = Counter(label: "homeward_bus_notice_copies_dropped_total", factory: metrics)
         noticeMessagesPublished = Counter(label: "homeward_bus_notice_messages_published_total", factory: metrics)
         followedSubjects = Gauge(label: "homeward_bus_followed_subjects", factory: metrics)
+        noticeModes = NoticeModeCheck(publishesPerUser: publishesPerUser, logger: logger, metrics: metrics)
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
@@ -128,6 +131,7 @@ public final class NATSBus: RelayBus {
         let events = client.events
         let handoff = self.handoff
         let noticesReceived = self.noticesReceived
+        let noticeModes = self.noticeModes
         let started = [
             Task {
                 var dropped = 0
@@ -160,6 +164,7 @@ public final class NATSBus: RelayBus {
                         let decoded = try ClusterCodec.decodePresence(message.payload)
                         // Snapshots come only as answers to this relay's own requests.
                         if case .snapshot = decoded { continue }
+                        if case .heartbeat(let heartbeat) = decoded { noticeModes.heard(heartbeat) }
                         receiver.remotePresence(decoded)
                     } catch {
                         logger.error("ignored a presence message", metadata: ["error": "\(error)"])
@@ -383,7 +388,11 @@ public final class NATSBus: RelayBus {
                 await changeSubscriptions(&followed, adding: adding, removing: removing)
                 continuation.resume()
                 continue
-            case .presence(let message):
+            case .presence(var message):
+                if case .heartbeat(var heartbeat) = message {
+                    heartbeat.noticesPerUser = publishesPerUser
+                    message = .heartbeat(heartbeat)
+                }
                 client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(message))
                 continue
             case .flush(let flushed):

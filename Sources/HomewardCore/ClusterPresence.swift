@@ -58,12 +58,16 @@ public struct PresenceHeartbeat: Sendable, Equatable {
     public var epoch: String
     public var seq: Int64
     public var positions: [String: LastPosition]
+    /// Whether the sending relay publishes its change notices per user (`--change-notices per-user`), which must be the
+    /// same on every relay: set by its bus as it sends (a relay of the version before says nothing, as `all` does).
+    public var noticesPerUser: Bool
 
-    public init(node: String, epoch: String, seq: Int64, positions: [String: LastPosition] = [:]) {
+    public init(node: String, epoch: String, seq: Int64, positions: [String: LastPosition] = [:], noticesPerUser: Bool = false) {
         self.node = node
         self.epoch = epoch
         self.seq = seq
         self.positions = positions
+        self.noticesPerUser = noticesPerUser
     }
 }
 

@@ -139,7 +139,10 @@ extension Relay {
         // The reply and what follows show the state: stored first, with everything decided before.
         do throws(RelayError) { try await writesSettled() } catch { return done(.failure(error)) }
         let hash = Token.hash(token)
-        do throws(RelayError) { try await admitNeeded { state.usersNeeded(forWatching: hash) } } catch { return done(.failure(error)) }
+        do throws(RelayError) {
+            try await admitLinkOwner(tokenHash: hash)
+            try await admitNeeded { state.usersNeeded(forWatching: hash) }
+        } catch { return done(.failure(error)) }
         let link = state.sharesByHash[hash].flatMap { state.shares[$0] }
         let hidden = await fetchLastPosition(of: link?.owner, for: link.map { [$0.viewerKey] } ?? [])
         do throws(RelayError) {

@@ -80,7 +80,7 @@ extension Relay: BusReceiver {
         let revoked = writes.takeRevokedTokens()
         if !revoked.isEmpty {
             closeConnections(signedInWith: revoked)
-            if busIsShared { tellRevoked(revoked, owners: revokedTokenOwners(revoked)) }
+            if busIsShared { tellRevoked(revoked, owners: addressesNotices ? revokedTokenOwners(revoked) : []) }
         }
         publishNotice()
     }
@@ -105,8 +105,10 @@ extension Relay: BusReceiver {
         if !cluster.busStopped {
             // Every recipient of an event hears it from the relays following them. A viewer is reached through the
             // link's owner, whom its relay admitted at `watch` and whom the link's commit names.
-            for event in cluster.outgoing.events {
-                cluster.outgoing.address.users.formUnion(event.recipients.lazy.filter { !ShareLink.isViewerKey($0) })
+            if addressesNotices {
+                for event in cluster.outgoing.events {
+                    cluster.outgoing.address.users.formUnion(event.recipients.lazy.filter { !ShareLink.isViewerKey($0) })
+                }
             }
             bus.publishChanges(cluster.outgoing)
         }

@@ -81,6 +81,18 @@ extension Relay {
         return await reloadSlices(of: behind, afterRemoteChange: true)
     }
 
+    /// A share link created on another relay reaches this cache only if it follows the link's owner (a whole cache, or a
+    /// connected one reading `hw.changes`, holds every live link): at `watch`, a token it does not know is looked up in
+    /// the store and its owner admitted, followed before their part (which holds the link) is read; their notices (the
+    /// link revoked, the session ended) reach the viewer from then on. An unknown token costs one lookup, and fails as
+    /// before (counted per address).
+    func admitLinkOwner(tokenHash hash: String) async throws(RelayError) {
+        guard followsUsers, state.sharesByHash[hash] == nil else { return }
+        let owner: String?
+        do { owner = try await store.shareOwner(forTokenHash: hash) } catch { throw .storage("\(error)") }
+        if let owner { try await admit([owner]) }
+    }
+
     /// The users a placement counts (nil: every user whose version the cache knows).
     var placedBy: Set<String>? { followsUsers ? cluster.followed : nil }
 }

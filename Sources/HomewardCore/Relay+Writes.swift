@@ -50,10 +50,10 @@ extension Relay {
         state.noteOwnWrite(changes: changes)
     }
 
-    /// On a shared store, where the notice that tells of `changes` goes, in the state they were decided into (what
-    /// they remove is recorded meanwhile, `recordingRemovals`). Empty on a relay alone.
+    /// On a bus that publishes per user, where the notice that tells of `changes` goes, in the state they were decided
+    /// into (what they remove is recorded meanwhile, `recordingRemovals`). Empty otherwise (`addressesNotices`).
     private func noticeAddress(of changes: [StoreChange]) -> NoticeAddress {
-        guard busIsShared, changes.contains(where: \.concernsOtherRelays) else { return NoticeAddress() }
+        guard addressesNotices, changes.contains(where: \.concernsOtherRelays) else { return NoticeAddress() }
         return NoticeAddress(users: state.noticeUsers(of: changes), timerOwners: state.timerOwners(of: changes))
     }
 
@@ -115,7 +115,7 @@ extension Relay {
     func closeRevokedWhenStored() {
         let revoked = writes.takeRevokedTokens()
         guard !revoked.isEmpty else { return }
-        let owners = revokedTokenOwners(revoked)
+        let owners = addressesNotices ? revokedTokenOwners(revoked) : []
         afterStored { relay in
             relay.closeConnections(signedInWith: revoked)
             if relay.busIsShared { relay.tellRevoked(revoked, owners: owners) }

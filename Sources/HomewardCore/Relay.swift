@@ -36,6 +36,9 @@ public actor Relay {
     /// Whether this relay hears only the change notices of the users and timer shards it follows (`Relay+Following`):
     /// a cache of connected users on a bus that does not read every notice.
     let followsUsers: Bool
+    /// Whether this relay works out where each change notice goes (`NoticeAddress`): only when its bus publishes per
+    /// user (`--change-notices per-user`); with `all` every notice goes to `hw.changes` alone and nothing reads it.
+    let addressesNotices: Bool
     let hasher: PasswordHasher
     let hashing: PasswordHashingPool
     nonisolated let clock: @Sendable () -> Int64
@@ -118,6 +121,7 @@ public actor Relay {
         // A whole cache needs every commit of the cluster: only a cache of connected users may hear fewer.
         precondition(!bus.isShared || bus.readsEveryNotice || cache == .connected, "a whole cache must read every change notice")
         self.followsUsers = bus.isShared && !bus.readsEveryNotice && cache == .connected
+        self.addressesNotices = bus.isShared && bus.publishesPerUser
         self.timerShards = ownsTimers ? .all : .none
         counters.timerShardsHeld.record(timerShards.size)
         self.cluster = ClusterLink(node: node, metrics: metrics)

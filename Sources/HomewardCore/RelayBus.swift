@@ -52,6 +52,9 @@ public protocol RelayBus: Sendable {
     /// Whether the bus hands the relay every change notice of the cluster (a whole cache needs them all), or only
     /// those of the users and timer shards the relay follows (`follow`): a cache of connected users.
     var readsEveryNotice: Bool { get }
+    /// Whether the bus also publishes each change notice on the subjects of the users and timer shards it concerns
+    /// (`ChangeNotice.address`, `--change-notices per-user`): only then does the relay work out that address.
+    var publishesPerUser: Bool { get }
     /// Subscribes to the change notices about `users` and drops those about `unfollowing`; returns once the bus has
     /// the subscriptions (or cannot have them now: they are made on reconnecting, and the relay reloads then).
     func follow(users: Set<String>, unfollowing: Set<String>) async
@@ -62,6 +65,7 @@ public protocol RelayBus: Sendable {
 
 extension RelayBus {
     public var readsEveryNotice: Bool { true }
+    public var publishesPerUser: Bool { false }
     public func follow(users: Set<String>, unfollowing: Set<String>) async {}
     public func followTimerShards(taking: TimerShards, releasing: TimerShards) async {}
 }
@@ -98,6 +102,7 @@ public struct ChangeNotice: Sendable, Equatable {
     /// version sent it, it could not be read, or they were too large to send): the receiver then reloads.
     public var commits: [Commit]?
     /// Where the notice goes besides the subject every whole cache reads (the sender's business only: not sent).
+    /// Empty unless the bus publishes per user (`Relay.addressesNotices`).
     public var address: NoticeAddress
 
     /// One transaction of the committing relay.

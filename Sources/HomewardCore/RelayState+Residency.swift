@@ -98,7 +98,8 @@ extension RelayState {
     }
 
     /// The users whose whole part a `watch` with the link of `tokenHash` reads (`watch`, `viewerBacklog`): the
-    /// owner of its session (their profile, their pauses). Every live link is loaded at start.
+    /// owner of its session (their profile, their pauses). Every live link is loaded at start (a cache hearing only the
+    /// users it follows looks a link it does not hold up in the store first: `Relay.admitLinkOwner`).
     public func usersNeeded(forWatching tokenHash: String) -> Set<String> {
         guard let id = sharesByHash[tokenHash], let share = shares[id] else { return [] }
         return [sessions[share.sessionId]?.owner ?? share.owner]

@@ -28,6 +28,9 @@ public protocol RelayStore: Sendable {
     /// The users of those of `hashes` the store holds as tokens (hash to username), read together: the owners of
     /// several queued `hello`s, admitted with one read (`Relay.admitSignIns`).
     func usernames(forTokenHashes hashes: [String]) async throws -> [String: String]
+    /// The owner of the share link whose token has `hash`, if the store holds it: `watch` on a cache that does not hear
+    /// every commit (`--change-notices per-user`), for a link created on another relay (`Relay.admitLinkOwner`).
+    func shareOwner(forTokenHash hash: String) async throws -> String?
     /// How many writes other relays must hear of the store has counted so far, or nil when the store does not
     /// count them (one relay alone). A relay whose cache was loaded at a smaller count is behind the store. A
     /// load never returns a count its data lacks; the count read here may name a write whose commit is under
@@ -71,6 +74,11 @@ extension RelayStore {
         var found: [String: String] = [:]
         for hash in hashes { found[hash] = try await username(forTokenHash: hash) }
         return found
+    }
+
+    /// A store without a lookup of its own finds the link in a whole load.
+    public func shareOwner(forTokenHash hash: String) async throws -> String? {
+        try await load().shares.first { $0.tokenHash == hash }?.owner
     }
 
     /// A store that reads nothing less selects from a whole load.

@@ -279,6 +279,14 @@ public final class PostgresStore: RelayStore {
         }
     }
 
+    /// A lookup by the links' unique token hash.
+    public func shareOwner(forTokenHash hash: String) async throws -> String? {
+        guard !hash.utf8.contains(0) else { return nil }
+        return try await withConnection("share link lookup") { db, logger in
+            try await Self.single(db.query("SELECT owner FROM shares WHERE token_hash = \(hash)", logger: logger))
+        }
+    }
+
     /// One query for every hash (the tokens' primary key, `= ANY`).
     public func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
         let hashes = hashes.filter { !$0.utf8.contains(0) }

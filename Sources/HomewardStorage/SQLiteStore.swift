@@ -94,6 +94,14 @@ public final class SQLiteStore: RelayStore {
         try await writer.read { db in try Self.username(forTokenHash: hash, in: db) }
     }
 
+    /// A lookup by the links' unique token hash.
+    public func shareOwner(forTokenHash hash: String) async throws -> String? {
+        guard ExactText.isStorableKey(hash) else { return nil }
+        return try await writer.read { db in
+            try String.fetchOne(db, sql: "SELECT owner FROM shares WHERE token_hash = ?", arguments: [hash])
+        }
+    }
+
     /// One read (one snapshot) for every hash, each a lookup by the tokens' primary key.
     public func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
         guard !hashes.isEmpty else { return [:] }

@@ -21,6 +21,7 @@ struct ClusterCodecTests {
             .delta(PresenceDelta(node: "node-b", epoch: "e1", seq: 8)),
             .heartbeat(PresenceHeartbeat(node: "node-b", epoch: "e1", seq: 8, positions: positions)),
             .heartbeat(PresenceHeartbeat(node: "node-b", epoch: "e1", seq: 0)),
+            .heartbeat(PresenceHeartbeat(node: "node-b", epoch: "e1", seq: 0, noticesPerUser: true)),
             .snapshot(PresenceSnapshot(node: "node-b", epoch: "e1", seq: 8, online: ["ann", "bob"], positions: positions)),
         ]
         for message in messages { #expect(try ClusterCodec.decodePresence(ClusterCodec.encode(message)) == message) }
@@ -45,6 +46,14 @@ struct ClusterCodecTests {
                       #"{"kind": "snapshot", "node": "a", "epoch": "e", "seq": 1, "positions": {}}"#])
     func aMalformedPresenceMessageIsRefused(text: String) {
         #expect(throws: ClusterCodec.DecodingError.self) { try ClusterCodec.decodePresence(ByteBuffer(string: text)) }
+    }
+
+    /// A heartbeat that states no mode (a relay with `--change-notices all`, or of the version before) is read as `all`.
+    @Test func aHeartbeatWithoutANoticeModeIsFromARelayPublishingOnHwChangesAlone() throws {
+        let payload = #"{"kind": "heartbeat", "node": "a", "epoch": "e", "seq": 1, "positions": {}}"#
+        #expect(try ClusterCodec.decodePresence(ByteBuffer(string: payload)) == .heartbeat(PresenceHeartbeat(node: "a", epoch: "e", seq: 1)))
+        #expect(!String(buffer: ClusterCodec.encode(.heartbeat(PresenceHeartbeat(node: "a", epoch: "e", seq: 1)))).contains("notices"),
+                 "an `all` relay's heartbeat is as before")
     }
 
     /// The newest position was sent while paused from carol; the one before went to everyone.

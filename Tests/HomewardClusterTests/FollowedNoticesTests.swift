@@ -145,17 +145,65 @@ final class FollowedNoticesTests: XCTestCase {
         await other.drain()
         XCTAssertTrue(bBus.received.isEmpty, "\(bBus.received)")
     }
+
+    /// A share link created on another relay is in no notice this relay hears (it follows nobody of it): `watch` finds
+    /// its owner in the store and admits them, so the viewer watches, and hears the link end from then on.
+    func testAViewerWatchesALinkCreatedOnARelayItDoesNotFollowAndHearsItEnd() async throws {
+        let (harness, _, other, bBus, _) = try await twoRelays()
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        let started = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        let created = try await harness.ok(.shareCreate(sessionId: id, ttl: nil), as: aliceAuth, sink: alice)
+        let token = try XCTUnwrap(created.field("share")?["token"]?.stringValue)
+        await other.drain()
+        XCTAssertTrue(bBus.received.isEmpty, "nothing of alice's reached this relay: \(bBus.received)")
+
+        let viewer = RecordingSink("viewer")
+        let watched = await withCheckedContinuation { continuation in
+            other.serve(.watch(token: token), auth: nil, peer: "test", sink: viewer) { continuation.resume(returning: $0) }
+        }
+        guard case .watching = try watched.get().auth else { return XCTFail("not watching: \(watched)") }
+        XCTAssertTrue(bBus.followed.contains("alice"), "the link's owner is followed")
+        _ = try await harness.ok(.sessionEnd(sessionId: id), as: aliceAuth, sink: alice)
+        await other.drain()
+        XCTAssertEqual(viewer.events("session.ended").count, 1, "\(viewer.messages)")
+        XCTAssertEqual(viewer.closes, [.normal])
+    }
+
+    /// With `--change-notices all` nothing reads a notice's address (it goes to `hw.changes` alone), so the relay does
+    /// not work it out; with `per-user` it does.
+    func testANoticeIsAddressedOnlyWhenTheBusPublishesPerUser() async throws {
+        for perUser in [false, true] {
+            let router = SubjectRouter()
+            let (harness, _) = try await threeFriendsOnACheckingStore(bus: router.bus(readsEveryNotice: true, publishesPerUser: perUser))
+            let whole = router.bus(readsEveryNotice: true)
+            let (alice, aliceAuth) = try await harness.connect("alice")
+            _ = try await harness.ok(.sessionStart(SessionOptions(invite: ["bob"])), as: aliceAuth, sink: alice)
+            _ = try await harness.ok(.logout, as: aliceAuth, sink: alice)
+            let addressed = whole.received.map(\.address)
+            XCTAssertFalse(addressed.isEmpty, "per user \(perUser): the notices went out")
+            if perUser {
+                XCTAssertTrue(addressed.contains { $0.users.isSuperset(of: ["alice", "bob"]) && $0.timerOwners == ["alice"] }, "\(addressed)")
+                XCTAssertTrue(whole.received.contains { !$0.revokedTokens.isEmpty && $0.address.users.contains("alice") },
+                              "a revoked token's owner is addressed")
+            } else {
+                XCTAssertEqual(addressed, addressed.map { _ in NoticeAddress() }, "no address worked out")
+            }
+        }
+    }
 }
 
 /// Routes change notices between test buses as nats-server routes subjects: a notice goes to each bus that reads every
-/// notice, and to each that follows one of the users it is addressed to (or the timer shard of one of its timer owners)
-/// when it is published. `dropNext` loses the next notice on the way to the buses that follow.
+/// notice, and, when its bus publishes per user, to each that follows one of the users it is addressed to (or the timer
+/// shard of one of its timer owners) when it is published. `dropNext` loses the next notice on the way to the buses that follow.
 final class SubjectRouter: Sendable {
     private let buses = Mutex<[Bus]>([])
     private let dropping = Mutex(false)
 
-    func bus(readsEveryNotice: Bool) -> Bus {
-        let bus = Bus(router: self, readsEveryNotice: readsEveryNotice)
+    /// `publishesPerUser` false: a relay with `--change-notices all`, whose notices go to `hw.changes` alone (routed here
+    /// to the buses that read every notice).
+    func bus(readsEveryNotice: Bool, publishesPerUser: Bool = true) -> Bus {
+        let bus = Bus(router: self, readsEveryNotice: readsEveryNotice, publishesPerUser: publishesPerUser)
         buses.withLock { $0.append(bus) }
         return bus
     }
@@ -164,7 +212,7 @@ final class SubjectRouter: Sendable {
 
     fileprivate func route(_ notice: ChangeNotice, from sender: Bus) {
         let drop = dropping.withLock { dropping in defer { dropping = false }; return dropping }
-        for bus in buses.withLock({ $0 }) where bus !== sender && bus.hears(notice) {
+        for bus in buses.withLock({ $0 }) where bus !== sender && (bus.readsEveryNotice || sender.publishesPerUser && bus.hears(notice)) {
             if drop, !bus.readsEveryNotice { continue }
             bus.receive(notice)
         }
@@ -173,12 +221,14 @@ final class SubjectRouter: Sendable {
     final class Bus: RelayBus {
         private let router: SubjectRouter
         let readsEveryNotice: Bool
+        let publishesPerUser: Bool
         private let state = Mutex((users: Set<String>(), shards: TimerShards.none, received: [ChangeNotice](),
                                    receiver: (any BusReceiver)?.none))
 
-        fileprivate init(router: SubjectRouter, readsEveryNotice: Bool) {
+        fileprivate init(router: SubjectRouter, readsEveryNotice: Bool, publishesPerUser: Bool) {
             self.router = router
             self.readsEveryNotice = readsEveryNotice
+            self.publishesPerUser = publishesPerUser
         }
 
         var followed: Set<String> { state.withLock { $0.users } }
@@ -188,7 +238,7 @@ final class SubjectRouter: Sendable {
         func deliver(to receiver: any BusReceiver) { state.withLock { $0.receiver = receiver } }
 
         fileprivate func hears(_ notice: ChangeNotice) -> Bool {
-            readsEveryNotice || state.withLock { state in
+            state.withLock { state in
                 !state.users.isDisjoint(with: notice.address.users) || notice.address.timerOwners.contains(where: state.shards.owns)
             }
         }

@@ -138,6 +138,12 @@ package final class InstrumentedStore: RelayStore {
         return try await store.username(forTokenHash: hash)
     }
 
+    package func shareOwner(forTokenHash hash: String) async throws -> String? {
+        try checkUp()
+        await passReadGate()
+        return try await store.shareOwner(forTokenHash: hash)
+    }
+
     package func usernames(forTokenHashes hashes: [String]) async throws -> [String: String] {
         try checkUp()
         await passReadGate()

@@ -153,6 +153,24 @@ struct StoreContractTests {
         }
     }
 
+    /// A link's owner is found by its token's hash (`watch` on a cache that does not hear every commit), until removed.
+    @Test(arguments: StoreKind.allCases)
+    func aShareLinksOwnerIsFoundByItsTokenHash(_ kind: StoreKind) async throws {
+        try await with(kind) { subject in
+            let store = try await subject.open()
+            try await store.apply(users("alice"))
+            let session = FollowSession(id: "s_1", owner: "alice", note: nil, startedAt: 5_000)
+            let link = ShareLink(id: "sh_1", sessionId: "s_1", owner: "alice", tokenHash: "hash-1", createdAt: 1, expiresAt: 2)
+            try await store.apply([.saveSession(session), .saveShare(link)])
+            #expect(try await store.shareOwner(forTokenHash: "hash-1") == "alice")
+            #expect(try await store.shareOwner(forTokenHash: "hash-2") == nil)
+            #expect(try await store.shareOwner(forTokenHash: "hash-1\u{0}") == nil)
+            try await store.apply([.removeShare(id: "sh_1")])
+            #expect(try await store.shareOwner(forTokenHash: "hash-1") == nil)
+            try await subject.close(store)
+        }
+    }
+
     /// Two links cannot share a token hash: the second batch fails whole and the first link stays.
     @Test(arguments: StoreKind.allCases)
     func aRepeatedShareTokenHashIsRefused(_ kind: StoreKind) async throws {

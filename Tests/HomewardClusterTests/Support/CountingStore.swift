@@ -111,4 +111,5 @@ final class CountingStore: RelayStore {
 
     func passwordHash(of username: String) async throws -> String? { try await store.passwordHash(of: username) }
     func username(forTokenHash hash: String) async throws -> String? { try await store.username(forTokenHash: hash) }
+    func shareOwner(forTokenHash hash: String) async throws -> String? { try await store.shareOwner(forTokenHash: hash) }
 }
