@@ -175,6 +175,43 @@ final class RelayProcess: Sendable {
     }
 }
 
+/// Runs `homeward-relay` on 127.0.0.1 with a new data directory, `arguments` (which may name the port) and
+/// `environment` until it exits by itself, for a relay that must not start; SIGKILL and a failure when it is
+/// still running after `seconds` (it hangs). Returns its exit status and its log.
+func runRelayUntilItExits(_ arguments: [String], environment: [String: String] = [:],
+                          within seconds: Double = 60) async throws -> (status: Int32, log: ProcessLog) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-exit-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let process = Process()
+    process.executableURL = try RelayProcess.executable()
+    process.arguments = ["--host", "127.0.0.1", "--data-dir", directory, "--pbkdf2-iterations", "210000",
+                         "--log-level", "info"] + arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    let log = ProcessLog()
+    // Never matches: only drains the output into `log`, which ends when the process exits.
+    _ = firstMatchingLine(of: output.fileHandleForReading, log: log) { _ -> Bool? in nil }
+    try process.run()
+    // The guard that turns a hang into a failure: killed, the process closes its output, which ends the wait below.
+    let pid = process.processIdentifier
+    let hung = Atomic<Bool>(false)
+    let guardTask = Task {
+        try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+        hung.store(true, ordering: .sequentiallyConsistent)
+        Foundation.kill(pid, SIGKILL)
+    }
+    _ = await log.allLines
+    guardTask.cancel()
+    process.waitUntilExit()
+    if hung.load(ordering: .sequentiallyConsistent) {
+        throw TestFailure("homeward-relay was still running \(seconds) s after its start (killed); its log:\n"
+                          + (await log.allLines).joined(separator: "\n"))
+    }
+    return (process.terminationStatus, log)
+}
+
 /// Runs `homeward-relay` with `arguments` (after a loopback host, port 0 and a data directory that does not
 /// exist) to its end, for flags that stop it before it listens or touches the data directory, and `--help`.
 /// `environment` is added to this process's environment.
