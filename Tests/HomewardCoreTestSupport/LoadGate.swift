@@ -1,13 +1,14 @@
 import Synchronization
 
-/// Holds a store's `load` until the loading task is cancelled, which then throws `CancellationError`: a load that
-/// takes as long as the test wants, to stop a relay during its start (`InstrumentedStore(_:holdingLoadsAt:)`).
+/// Holds a store's read until the reading task is cancelled, which then throws `CancellationError`: a read that
+/// takes as long as the test wants, to stop a relay during its load (`InstrumentedStore(_:holdingLoadsAt:)`) or a
+/// service during a read.
 package final class LoadGate: Sendable {
     private let state = Mutex<(held: Int, watchers: [CheckedContinuation<Void, Never>])>((0, []))
 
     package init() {}
 
-    func hold() async throws {
+    package func hold() async throws {
         let watchers = state.withLock { state in
             state.held += 1
             defer { state.watchers = [] }
@@ -18,7 +19,7 @@ package final class LoadGate: Sendable {
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 
-    /// Returns once a load waits at the gate.
+    /// Returns once a read waits at the gate.
     package func loadIsHeld() async {
         await withCheckedContinuation { continuation in
             let now = state.withLock { state in
