@@ -2,7 +2,6 @@ import HomewardCore
 import HomewardPostgres
 import HomewardStorage
 import Logging
-import ServiceLifecycle
 
 /// Which durable store the relay uses (`--store`).
 public enum StoreSetting: Sendable, Equatable, CustomStringConvertible {
