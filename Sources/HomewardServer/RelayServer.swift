@@ -24,7 +24,8 @@ import UnixSignals
 /// one after it has finished: the listener (stop accepting, 1001 to every connection), the metrics
 /// listener, the relay (drain, leave the bus, close: the last writes), the push worker, the timer lease,
 /// then the clients (the push HTTP client, the bus, PostgreSQL's pool, the event loops).
-/// A part that fails to start makes the group cancel the others, which close what they hold.
+/// A part that fails (or ends by itself) stops the group the same way, and the relay exits with its error
+/// (`GroupMember`).
 public struct RelayServer: Sendable {
     public let configuration: RelayConfiguration
     public let logger: Logger
@@ -43,8 +44,7 @@ public struct RelayServer: Sendable {
     /// Throws a `RelayStartupError` when it cannot start.
     public func run(gracefulShutdownSignals signals: [UnixSignal]) async throws {
         let parts = try await makeServices()
-        let group = ServiceGroup(configuration: .init(services: parts.services, gracefulShutdownSignals: signals, logger: logger))
-        try await group.run()
+        try await GroupMember.group(parts.services, signals: signals, logger: logger).run()
         logger.info("stopped")
     }
 
@@ -52,7 +52,7 @@ public struct RelayServer: Sendable {
     /// and programs that embed a relay and stop it with `RunningRelay.shutdown()` rather than a signal.
     public func start() async throws -> RunningRelay {
         let parts = try await makeServices()
-        let group = ServiceGroup(configuration: .init(services: parts.services, logger: logger))
+        let group = GroupMember.group(parts.services, logger: logger)
         let logger = self.logger
         let serving = Task {
             do {
@@ -69,7 +69,7 @@ public struct RelayServer: Sendable {
             return RunningRelay(listening, devCAPath: parts.devCA, unauthenticated: parts.unauthenticated,
                                 group: group, serving: serving)
         } catch {
-            // A part that failed made the group cancel the others; the group's error is the one that says why.
+            // A part that failed stopped the group; the group's error is the one that says why.
             await group.triggerGracefulShutdown()
             try await serving.value
             throw error
@@ -130,7 +130,7 @@ public struct RelayServer: Sendable {
         let started = ReadySignal<StartedRelay>()
         let metricsPort = ReadySignal<Int?>()
         let listening = ReadySignal<Listening>()
-        var services: [any Service] = [ClientService(description: "event loops") { try? await eventLoops.shutdownGracefully() }]
+        var services: [any Service & CustomStringConvertible] = [ClientService(description: "event loops") { try? await eventLoops.shutdownGracefully() }]
         if let pool = store.pool { services.append(pool) }
         if bus.isShared { services.append(ClientService(description: "bus") { await bus.stop() }) }
         services.append(ClientService(description: "push HTTP client") { try? await pushSender.shutdown() })
@@ -216,7 +216,7 @@ public struct RelayServer: Sendable {
 /// What `RelayServer.makeServices` made: the services, and what `start` needs of them.
 struct RelayServices: Sendable {
     /// In the order the group starts them.
-    let services: [any Service]
+    let services: [any Service & CustomStringConvertible]
     let listening: ReadySignal<Listening>
     let unauthenticated: UnauthenticatedConnections
     let devCA: String?

@@ -2,7 +2,6 @@ import HomewardCore
 import HomewardPostgres
 import HomewardStorage
 import Logging
-import ServiceLifecycle
 
 /// Which durable store the relay uses (`--store`).
 public enum StoreSetting: Sendable, Equatable, CustomStringConvertible {
@@ -47,7 +46,7 @@ public enum StoreSettingError: Error, CustomStringConvertible {
 /// The store a relay opened, and the service that keeps its connections (PostgreSQL's pool; none for SQLite).
 struct OpenedStore: Sendable {
     let store: any RelayStore
-    let pool: (any Service)?
+    let pool: PostgresPoolService?
 
     /// Opens the store `configuration` names, or throws a `RelayStartupError` for the operator. PostgreSQL's
     /// schema is brought up to date here; its pool runs once `pool` runs.

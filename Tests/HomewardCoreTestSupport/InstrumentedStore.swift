@@ -22,7 +22,13 @@ package final class InstrumentedStore: RelayStore {
         var nextWatcher = 0
     }
 
-    package init(_ store: any RelayStore) { self.store = store }
+    private let loadGate: LoadGate?
+
+    /// With `loadGate`, every `load` waits there until its task is cancelled.
+    package init(_ store: any RelayStore, holdingLoadsAt loadGate: LoadGate? = nil) {
+        self.store = store
+        self.loadGate = loadGate
+    }
 
     package var commits: Int { counts.withLock { $0.commits } }
 
@@ -47,6 +53,7 @@ package final class InstrumentedStore: RelayStore {
 
     package func load() async throws -> StoredState {
         try checkUp()
+        try await loadGate?.hold()
         return try await store.load()
     }
 

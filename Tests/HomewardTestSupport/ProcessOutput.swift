@@ -71,9 +71,11 @@ package final class ProcessLog: Sendable {
         }
     }
 
-    /// The lines a swift-log `StreamLogHandler` wrote at `level` or above ("TIME LEVEL LABEL: ...").
+    /// The lines a swift-log `StreamLogHandler` wrote at `level` or above ("TIME LEVEL LABEL: ..."), and at `.error` and
+    /// below, SwiftNIO's own complaints ("ERROR: Cannot schedule tasks on an EventLoop that has already shut down").
     package func lines(atLeast level: Logger.Level) async -> [String] {
         await allLines.filter { line in
+            if line.hasPrefix("ERROR: ") { return level <= .error }
             let fields = line.split(separator: " ", maxSplits: 2)
             guard fields.count == 3, let lineLevel = Logger.Level(rawValue: String(fields[1])) else { return false }
             return lineLevel >= level

@@ -5,8 +5,8 @@ import ServiceLifecycle
 /// open from before the group starts until this service's graceful shutdown, then closed.
 ///
 /// Clients come first in the relay's group, so that the group, which shuts its services down in reverse
-/// order and waits for each, closes them after everything that uses them has stopped. A cancelled group
-/// (a service failed to start) closes them at once.
+/// order and waits for each, closes them after everything that uses them has stopped, also when a service failed
+/// (`GroupMember`). Only a cancelled group (its task cancelled) closes them at once.
 struct ClientService: Service, CustomStringConvertible {
     /// The name in the group's logs.
     let description: String

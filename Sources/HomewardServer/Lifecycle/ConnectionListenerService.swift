@@ -36,8 +36,12 @@ struct ConnectionListenerService: Service, CustomStringConvertible {
     func run() async throws {
         let channel: any Channel
         do {
-            let started = try await relay.value
-            let metricsPort = try await self.metricsPort.value
+            // Asked to stop before the relay has loaded (SIGTERM during the start): nothing to bind or close.
+            guard let started = try await relay.valueUnlessStopping(),
+                  let metricsPort = try await self.metricsPort.valueUnlessStopping() else {
+                listening.withdraw()
+                return
+            }
             channel = try await bind(pipeline(started))
             let port = channel.localAddress?.port ?? configuration.port
             await started.relay.setSharePublicURL(configuration.sharePublicURL(port: port))

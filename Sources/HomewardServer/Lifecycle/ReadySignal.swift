@@ -1,18 +1,23 @@
 import Foundation
+import ServiceLifecycle
 import Synchronization
 
 /// A value one service of the relay's group makes while it starts, which others wait for: the loaded
 /// relay (the listener, the push worker and the timer lease need it), the metrics port, the listening port.
 ///
 /// A `ServiceGroup` starts its services side by side; this is how one waits for another without
-/// polling. Set once: by `succeed`, or by `fail` when the maker could not start (every waiter then
-/// throws that error, so the group reports the maker's reason, not a waiter's). A waiting task that is
-/// cancelled (the group is cancelled) throws `CancellationError`.
+/// polling. Set once: by `succeed`, by `fail` when the maker could not start (every waiter then
+/// throws that error, so the group reports the maker's reason, not a waiter's), or by `withdraw` when the
+/// maker was asked to stop before it had made the value (a SIGTERM during the relay's load). A waiting task
+/// that is cancelled (the group is cancelled) throws `CancellationError`.
 final class ReadySignal<Value: Sendable>: Sendable {
     private enum State {
         case waiting([UUID: CheckedContinuation<Value, any Error>])
         case done(Result<Value, any Error>)
     }
+
+    /// What `value` throws once the maker withdrew.
+    struct Withdrawn: Error {}
 
     private let state = Mutex<State>(.waiting([:]))
 
@@ -21,6 +26,9 @@ final class ReadySignal<Value: Sendable>: Sendable {
     /// Does nothing once the signal is set (a later failure of the maker does not undo its value).
     func fail(_ error: any Error) { finish(.failure(error)) }
 
+    /// The maker stopped, as asked, before it had made the value: not a failure.
+    func withdraw() { finish(.failure(Withdrawn())) }
+
     private func finish(_ result: Result<Value, any Error>) {
         let waiters = state.withLock { state -> [CheckedContinuation<Value, any Error>] in
             guard case .waiting(let waiters) = state else { return [] }
@@ -28,6 +36,21 @@ final class ReadySignal<Value: Sendable>: Sendable {
             return Array(waiters.values)
         }
         for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    /// For a service of the group: the value, or nil once this service is to stop without it. Its own graceful
+    /// shutdown ends the wait at once (a service asked to stop while the relay still loads neither binds nor
+    /// serves); when the maker withdrew, it waits for that shutdown first, since a service of the group may end
+    /// only when asked (`GroupMember`). Throws the maker's error when it failed.
+    func valueUnlessStopping() async throws -> Value? {
+        do {
+            return try await cancelWhenGracefulShutdown { try await self.value }
+        } catch is Withdrawn {
+            try? await gracefulShutdown()
+            return nil
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            return nil
+        }
     }
 
     /// The value, once it is there.

@@ -35,7 +35,10 @@ struct RelayCoreService: Service, CustomStringConvertible {
     func run() async throws {
         let relay: Relay
         do {
-            let ready = try await start()
+            guard let ready = try await start() else {
+                started.withdraw()
+                return
+            }
             started.succeed(ready)
             relay = ready.relay
         } catch {
@@ -49,18 +52,32 @@ struct RelayCoreService: Service, CustomStringConvertible {
         await relay.close()
     }
 
-    private func start() async throws -> StartedRelay {
+    /// The relay, loaded and hearing the bus; nil when the graceful shutdown came first (a SIGTERM during a long
+    /// load stops the load rather than waiting for it).
+    private func start() async throws -> StartedRelay? {
         let config = configuration
         let vapidKey = try await RelayVAPIDKey.load(path: config.push.vapidKeyPath, dataDirectory: config.dataDirectory,
                                                     store: store, storeName: config.store.description, logger: logger)
         let push = try PushService(configuration: config.push, vapidKey: vapidKey, store: store, sender: pushSender,
                                    metrics: metrics, logger: logger)
-        let relay = try await Relay(store: wrapStore(store), hasher: config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations),
-                                    limits: config.relayLimits, safety: config.safety, shares: config.shares,
-                                    features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared, cache: config.cache,
-                                    logger: logger, metrics: metrics, push: push.settings,
-                                    spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
-                                    testNoticeDelay: config.testNoticeDelay, releaseFreedMemory: { FreedMemory.release() })
+        let relayStore = wrapStore(store)
+        let hasher = config.passwordHasher ?? PasswordHasher(iterations: config.passwordIterations)
+        let (bus, metrics, logger) = (self.bus, self.metrics, self.logger)
+        let relay: Relay
+        do {
+            relay = try await cancelWhenGracefulShutdown {
+                try await Relay(store: relayStore, hasher: hasher,
+                                limits: config.relayLimits, safety: config.safety, shares: config.shares,
+                                features: config.features, node: config.nodeID, bus: bus, ownsTimers: !bus.isShared, cache: config.cache,
+                                logger: logger, metrics: metrics, push: push.settings,
+                                spool: FileAlarmSpool(path: config.alarmSpoolPath, codec: ClusterCodec.spoolCodec),
+                                testNoticeDelay: config.testNoticeDelay, releaseFreedMemory: { FreedMemory.release() })
+            }
+        } catch where Task.isShuttingDownGracefully {
+            // Whatever the interrupted load threw (a cancellation, or the store's word for one), the stop was asked for.
+            logger.info("stopped before the relay had loaded", metadata: ["error": "\(error)"])
+            return nil
+        }
         try await relay.startBus()
         // What the load decoded and dropped, before the first connection is served.
         FreedMemory.release()
@@ -75,7 +92,7 @@ struct PushWorkerService: Service, CustomStringConvertible {
     var description: String { "push worker" }
 
     func run() async throws {
-        let started = try await relay.value
+        guard let started = try await relay.valueUnlessStopping() else { return }
         guard let worker = started.pushWorker else {
             try? await gracefulShutdown()
             return

@@ -10,7 +10,7 @@ struct TimerLeaseService: Service, CustomStringConvertible {
     var description: String { "timer lease" }
 
     func run() async throws {
-        let relay = try await relay.value.relay
+        guard let relay = try await relay.valueUnlessStopping()?.relay else { return }
         await cancelWhenGracefulShutdown {
             await lease.run { shards in await relay.setTimerShards(shards) }
         }

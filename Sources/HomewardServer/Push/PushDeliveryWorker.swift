@@ -93,7 +93,10 @@ actor PushDeliveryWorker {
         do {
             try await store.releaseClaimsAfterRestart()
         } catch {
-            logger.warning("push outbox: cannot release the claims of the last run; they end with their lease", metadata: ["error": "\(error)"])
+            // Cancelled (the relay stops) during the read: the store did not fail.
+            if !Task.isCancelled {
+                logger.warning("push outbox: cannot release the claims of the last run; they end with their lease", metadata: ["error": "\(error)"])
+            }
         }
         while !Task.isCancelled {
             let next: Int64?
@@ -101,6 +104,7 @@ actor PushDeliveryWorker {
                 if try await deliverDue() == Self.batchSize { continue }
                 next = try await store.nextOutboxAttempt()
             } catch {
+                if Task.isCancelled { return }
                 logger.warning("push outbox: cannot read the store; trying again shortly", metadata: ["error": "\(error)"])
                 await sleep(until: clock() + Self.storeRetry)
                 continue

@@ -71,11 +71,47 @@ final class ManyConnectionsShutdownTests: XCTestCase {
         XCTAssertEqual(problems, [], "the stop logs no error")
     }
 
+    /// A client that answers nothing while the relay stops (a load generator too busy to read, or a peer gone without
+    /// a FIN) keeps its connection waiting for the TLS close_notify until the TLS handler gives up, after the relay has
+    /// closed and while the other event loop, whose client left at once, has already stopped. Nothing that connection's
+    /// loop does then may reach the stopped loop.
+    func testAConnectionThatOutlivesTheOtherEventLoopSchedulesNothingOnIt() async throws {
+        _ = SystemInfo.raiseOpenFileLimit(to: 8192)
+        for round in 0..<3 {
+            let relay = try await RelayProcess.start([
+                "--tls-backend", "openssl", "--threads", "2", "--max-unauthenticated-per-address", "100000",
+                "--hello-failures-per-address", "0",
+            ], prepare: { directory in try await Self.fill(directory + "/homeward.sqlite", otherWalks: 0) })
+            addTeardownBlock { relay.stop() }
+            let port = try relay.port
+            // Accepted one after the other, they land on the relay's two event loops.
+            let frozenClients = try BenchEnvironment(threads: 1, sources: [])
+            let frozen = try await HomewardSignIn.connect(frozenClients, port: port, source: nil, .hello(token: Self.token(0)))
+            let answering = try await relay.connect(label: "answering")
+            try await answering.ok("hello", ["token": .string(Self.token(1))])
+            // The first client's event loop stops until the relay has exited: no read, no close_notify, no FIN.
+            let held = DispatchSemaphore(value: 0)
+            frozenClients.group.next().execute { held.wait() }
+            let status: Int32
+            do { status = try await relay.stop(with: SIGTERM, within: 60) } catch {
+                held.signal()
+                throw error
+            }
+            held.signal()
+            frozen.close()
+            await answering.close()
+            try await frozenClients.group.shutdownGracefully()
+            XCTAssertEqual(status, 0, "round \(round)")
+            let problems = try await relay.log.lines(atLeast: .error)
+            XCTAssertEqual(problems, [], "round \(round): the stop logs no error and schedules nothing on a stopped event loop")
+        }
+    }
+
     static func walker(_ index: Int) -> String { "walker\(index)" }
     static func token(_ index: Int) -> String { "shutdown-token-\(index)" }
 
     /// The connected users with their tokens and walks, and the other walks with their owners.
-    private static func fill(_ path: String) async throws {
+    private static func fill(_ path: String, otherWalks: Int = otherWalks) async throws {
         let store = try SQLiteStore(path: path)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         // One hash for everyone: nobody signs in with the password.

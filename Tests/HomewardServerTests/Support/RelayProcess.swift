@@ -58,17 +58,11 @@ final class RelayProcess: Sendable {
 
     /// Starts the process and waits until its log says where it listens.
     func launch() async throws {
-        let process = Process()
-        process.executableURL = try Self.executable()
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDirectory,
-                             "--pbkdf2-iterations", "210000", "--log-level", "info",
-                             "--registrations-per-address", "0",
-                             // Relays started at once must not compete for the metrics listener's default port.
-                             "--metrics-listen", "127.0.0.1:0"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
+        let (process, output) = try Self.process(dataDirectory: dataDirectory, [
+            "--port", "0", "--registrations-per-address", "0",
+            // Relays started at once must not compete for the metrics listener's default port.
+            "--metrics-listen", "127.0.0.1:0",
+        ] + arguments, environment: environment)
         let log = ProcessLog()
         lastLog.withLock { $0 = log }
         let ports = firstMatchingLine(of: output.fileHandleForReading, log: log) { line -> Int? in
@@ -88,6 +82,20 @@ final class RelayProcess: Sendable {
             throw error
         }
         current.withLock { $0 = (process, port) }
+    }
+
+    /// `homeward-relay` on 127.0.0.1, not yet running, with `arguments` and `environment` added to this process's; its
+    /// output (stdout and stderr) is the returned pipe.
+    static func process(dataDirectory: String, _ arguments: [String], environment: [String: String]) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = try executable()
+        process.arguments = ["--host", "127.0.0.1", "--data-dir", dataDirectory, "--pbkdf2-iterations", "210000",
+                             "--log-level", "info"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        return (process, output)
     }
 
     /// The running process, forgotten: whoever takes it ends it.
@@ -173,6 +181,36 @@ final class RelayProcess: Sendable {
         }
         throw TestFailure("no homeward-relay executable next to the tests; run `swift build --build-tests` first")
     }
+}
+
+/// Runs `homeward-relay` on 127.0.0.1 with a new data directory, `arguments` (which may name the port) and
+/// `environment` until it exits by itself, for a relay that must not start; SIGKILL and a failure when it is
+/// still running after `seconds` (it hangs). Returns its exit status and its log.
+func runRelayUntilItExits(_ arguments: [String], environment: [String: String] = [:],
+                          within seconds: Double = 60) async throws -> (status: Int32, log: ProcessLog) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-exit-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (process, output) = try RelayProcess.process(dataDirectory: directory, arguments, environment: environment)
+    let log = ProcessLog()
+    // Never matches: only drains the output into `log`, which ends when the process exits.
+    _ = firstMatchingLine(of: output.fileHandleForReading, log: log) { _ -> Bool? in nil }
+    try process.run()
+    // The guard that turns a hang into a failure: killed, the process closes its output, which ends the wait below.
+    let pid = process.processIdentifier
+    let hung = Atomic<Bool>(false)
+    let guardTask = Task {
+        try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+        hung.store(true, ordering: .sequentiallyConsistent)
+        Foundation.kill(pid, SIGKILL)
+    }
+    _ = await log.allLines
+    guardTask.cancel()
+    process.waitUntilExit()
+    if hung.load(ordering: .sequentiallyConsistent) {
+        throw TestFailure("homeward-relay was still running \(seconds) s after its start (killed); its log:\n"
+                          + (await log.allLines).joined(separator: "\n"))
+    }
+    return (process.terminationStatus, log)
 }
 
 /// Runs `homeward-relay` with `arguments` (after a loopback host, port 0 and a data directory that does not
