@@ -282,6 +282,9 @@ extension Relay: BusReceiver {
     /// Reloads, then sends each connected user what is pending for them now and is not in `shown` (what they were
     /// shown before), as their next sign-in would, remembering it so that a late notice does not repeat it.
     private func deliverMissedBacklog(shown: [String: [JSONValue]], giveUpAfter: Duration? = nil) async {
+        // What an earlier catch-up sent matters for its replay window only: kept longer, every catch-up of a long-lived
+        // cluster (each silence of another relay) would add to it until this relay's own bus is lost.
+        forgetCaughtUpPastTheReplayWindow()
         cluster.caughtUpAt = clock()
         let reloaded = await reloadFromStore(afterRemoteChange: true, giveUpAfter: giveUpAfter)
         // Not read in time: nothing new to show (the cache is as it was).
@@ -302,9 +305,15 @@ extension Relay: BusReceiver {
     /// Whether `busBack` already sent `message` to `username`: a notice published during the outage may be
     /// replayed by its relay's NATS client after the reconnect, and must not show the same event twice.
     func alreadyCaughtUp(_ username: String, with message: JSONValue) -> Bool {
-        guard clock() - cluster.caughtUpAt < Self.replayWindow, let index = cluster.caughtUp[username]?.firstIndex(of: message) else { return false }
+        forgetCaughtUpPastTheReplayWindow()
+        guard let index = cluster.caughtUp[username]?.firstIndex(of: message) else { return false }
         cluster.caughtUp[username]?.remove(at: index)
         return true
+    }
+
+    /// Drops what the last catch-up sent once no replayed notice can repeat it.
+    private func forgetCaughtUpPastTheReplayWindow() {
+        if !cluster.caughtUp.isEmpty, clock() - cluster.caughtUpAt >= Self.replayWindow { cluster.caughtUp = [:] }
     }
 
     /// How long after a reconnect replayed notices are expected.

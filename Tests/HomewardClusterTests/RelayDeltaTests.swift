@@ -275,6 +275,25 @@ final class RelayDeltaTests: XCTestCase {
         XCTAssertEqual(bob.events("friend.request").count, 1, "the late notice repeats nothing")
     }
 
+    /// What a catch-up sent is kept to drop replayed notices for the replay window only, not for the relay's life:
+    /// a notice after the window finds it gone (and a long-lived cluster does not collect every catch-up).
+    func testWhatACatchUpSentIsForgottenOnceTheReplayWindowPasses() async throws {
+        let (pair, bob, _) = try await friendRequestWhoseNoticeIsLost()
+        pair.harness.clock.advance(by: PresenceMessage.silence + 1)
+        pair.other.submit(.presenceCheck)
+        await pair.other.drain()
+        await pair.other.drain()
+        XCTAssertEqual(bob.events("friend.request").count, 1)
+        let kept = await pair.other.cluster.caughtUp["bob"]?.count
+        XCTAssertEqual(kept, 1, "within the window, the catch-up's request is kept to drop its replay")
+
+        pair.harness.clock.advance(by: Relay.replayWindow)
+        let repeated = await pair.other.alreadyCaughtUp("bob", with: .string("anything"))
+        XCTAssertFalse(repeated)
+        let left = await pair.other.cluster.caughtUp.isEmpty
+        XCTAssertTrue(left, "past the window nothing of the catch-up is kept")
+    }
+
     /// Relay A commits carol's friend request and dies before its notice goes out; the other relay takes A's
     /// timer shards before it finds A silent. Taking them reads the store, and bob, connected to it, gets the
     /// request then: the read does not take it in unseen, leaving the catch-up after A's silence nothing to send.
