@@ -18,7 +18,7 @@ final class StartStopOrderTests: XCTestCase {
         })
         do {
             // Cancelling the group instead would close the event loops under the metrics listener and hang the stop.
-            let running = try await withTimeoutLeavingHungBody(60, "the relay to give up") { try await server.start() }
+            let running = try await withTimeout(60, "the relay to give up") { try await server.start() }
             await running.shutdown()
             XCTFail("a relay whose store cannot be read started")
         } catch is InstrumentedStore.InjectedFailure {
@@ -42,7 +42,7 @@ final class StartStopOrderTests: XCTestCase {
         await gate.loadIsHeld()
         await group.triggerGracefulShutdown()
         // The load never ends by itself: only stopping it ends the group.
-        try await withTimeoutLeavingHungBody(60, "the relay to stop during its load") { try await running.value }
+        try await withTimeout(60, "the relay to stop during its load") { try await running.value }
         XCTAssertTrue(log.lines(at: .info).contains { $0.contains("stopped before the relay had loaded") }, "\(log.lines(at: .info))")
         XCTAssertFalse(log.lines(at: .info).contains { $0.contains("homeward relay listening") }, "a relay asked to stop never listens")
         XCTAssertEqual(log.lines(at: .warning), [])
