@@ -157,10 +157,7 @@ public final class BenchRun {
     }
 
     public func stop() {
-        if let directory = options.relayLogDirectory {
-            for driver in homewards { driver.keepLogs(in: directory) }
-        }
-        for driver in homewards { driver.stop() }
+        for driver in homewards { driver.stop(keepingLogsIn: options.relayLogDirectory) }
         if let proxyGroup {
             try? proxyGroup.syncShutdownGracefully()
             self.proxyGroup = nil

@@ -230,25 +230,24 @@ public final class HomewardDriver: BrokerDriver, Sendable {
         }
     }
 
-    /// Copies each relay's log into `directory` as NAME-N.log, before `stop` removes the data directories.
-    public func keepLogs(in directory: String) {
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    /// Stops every relay (SIGTERM, and waits for it to exit) and removes its data directory; with `logDirectory`,
+    /// first keeps each relay's whole log there as NAME-N.log, its shutdown included.
+    public func stop(keepingLogsIn logDirectory: String? = nil) {
+        if let logDirectory { try? FileManager.default.createDirectory(atPath: logDirectory, withIntermediateDirectories: true) }
         for (index, node) in nodes.enumerated() {
-            let kept = "\(directory)/\(name)-\(index).log"
-            try? FileManager.default.removeItem(atPath: kept)
-            do {
-                try FileManager.default.copyItem(atPath: node.dataDir + "/relay.log", toPath: kept)
-                log("\(name): relay log kept in \(kept)")
-            } catch {
-                log("\(name): cannot keep the relay log in \(kept): \(error)")
-            }
+            node.process.terminate()
+            if let logDirectory { keepLog(of: node, as: "\(logDirectory)/\(name)-\(index).log") }
+            try? FileManager.default.removeItem(atPath: node.dataDir)
         }
     }
 
-    public func stop() {
-        for node in nodes {
-            node.process.terminate()
-            try? FileManager.default.removeItem(atPath: node.dataDir)
+    private func keepLog(of node: Node, as kept: String) {
+        try? FileManager.default.removeItem(atPath: kept)
+        do {
+            try FileManager.default.copyItem(atPath: node.dataDir + "/relay.log", toPath: kept)
+            log("\(name): relay log kept in \(kept)")
+        } catch {
+            log("\(name): cannot keep the relay log in \(kept): \(error)")
         }
     }
 

@@ -9,8 +9,13 @@ import Glibc
 /// A child process the tool started, stopped when the tool is done.
 public final class ManagedProcess: Sendable {
     let process: Process
+    /// Signalled once, when the process has exited (`Process.terminationHandler`, set before it runs).
+    private let exited: DispatchSemaphore
 
-    init(process: Process) { self.process = process }
+    init(process: Process, exited: DispatchSemaphore) {
+        self.process = process
+        self.exited = exited
+    }
 
     public var pid: Int32? { process.isRunning ? process.processIdentifier : nil }
 
@@ -27,13 +32,21 @@ public final class ManagedProcess: Sendable {
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         process.standardOutput = handle
         process.standardError = handle
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        return ManagedProcess(process: process)
+        return ManagedProcess(process: process, exited: exited)
     }
 
-    public func terminate() {
+    /// SIGTERM, then waits for the exit; a process still running after `grace` seconds (a relay that hangs while
+    /// it stops) is killed, so the tool never hangs with it.
+    public func terminate(grace: Double = 30) {
         guard process.isRunning else { return }
         process.terminate()
+        if exited.wait(timeout: .now() + grace) == .timedOut {
+            log("pid \(process.processIdentifier) still running \(grace) s after SIGTERM: killed")
+            kill(process.processIdentifier, SIGKILL)
+        }
         process.waitUntilExit()
     }
 }
