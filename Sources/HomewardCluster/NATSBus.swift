@@ -1,3 +1,4 @@
+import Dispatch
 import HomewardCore
 import HomewardNATS
 import HomewardProtocol
@@ -89,7 +90,8 @@ public final class NATSBus: RelayBus {
         noticeCopiesDropped = Counter(label: "homeward_bus_notice_copies_dropped_total", factory: metrics)
         noticeMessagesPublished = Counter(label: "homeward_bus_notice_messages_published_total", factory: metrics)
         followedSubjects = Gauge(label: "homeward_bus_followed_subjects", factory: metrics)
-        noticeModes = NoticeModeCheck(publishesPerUser: publishesPerUser, logger: logger, metrics: metrics)
+        noticeModes = NoticeModeCheck(publishesPerUser: publishesPerUser, readsEveryNotice: readsEveryNotice, logger: logger,
+                                      metrics: metrics)
     }
 
     /// Connects to the first server that answers (then fails over through `servers` in turn), on one loop of
@@ -164,7 +166,9 @@ public final class NATSBus: RelayBus {
                         let decoded = try ClusterCodec.decodePresence(message.payload)
                         // Snapshots come only as answers to this relay's own requests.
                         if case .snapshot = decoded { continue }
-                        if case .heartbeat(let heartbeat) = decoded { noticeModes.heard(heartbeat) }
+                        if case .heartbeat(let heartbeat) = decoded, noticeModes.heard(heartbeat, now: Self.uptimeMillis()) {
+                            await self.readNotices(ofUnstampedPublisher: heartbeat.node, delivering: receiver)
+                        }
                         receiver.remotePresence(decoded)
                     } catch {
                         logger.error("ignored a presence message", metadata: ["error": "\(error)"])
@@ -264,24 +268,43 @@ public final class NATSBus: RelayBus {
         }
     }
 
+    /// A bus reading only followed subjects heard `node` publish on `hw.changes` alone (`NoticeModeCheck`): it reads
+    /// `hw.changes` from now on (taking that relay's notices there), and once nats-server has the subscription tells the
+    /// relay to read back what that relay committed before, whose notices went to nobody here.
+    private func readNotices(ofUnstampedPublisher node: String, delivering receiver: any BusReceiver) async {
+        await changeFollowed(adding: [ClusterSubjects.changes], removing: [])
+        receiver.missedNotices(of: node)
+    }
+
     /// Hands the notices of the followed subjects to `receiver` in the order they came, each once: a copy (a
     /// number its relay already sent in this epoch) is dropped before it is decoded, and counted as handed over
-    /// for the barrier.
+    /// for the barrier. A notice without a stamp came on `hw.changes` (read while a relay publishes there alone,
+    /// `NoticeModeCheck`): taken only from such a relay; a relay publishing per user sends there a copy of what it
+    /// stamps, dropped here, and so is the stamped copy of the last one taken from a relay that turns out to stamp
+    /// (it restarted per user before its heartbeat said so).
     private func readFollowedNotices(delivering receiver: any BusReceiver) async {
         var duplicates = NoticeDuplicates()
+        var lastUnstamped: [String: ByteBuffer] = [:]
         var dropped = 0
         defer { followedHandoff.end() }
         for await payload in followedNotices {
             noticesReceived.increment()
             do {
                 if let (stamp, notice) = try NoticeStamp.split(payload) {
-                    if duplicates.take(stamp) {
+                    noticeModes.heardStamped(from: stamp.node)
+                    if duplicates.take(stamp), lastUnstamped.removeValue(forKey: stamp.node) != notice {
                         receiver.remoteChanges(try ClusterCodec.decodeNotice(notice))
                     } else {
                         noticeCopiesDropped.increment()
                     }
                 } else {
-                    receiver.remoteChanges(try ClusterCodec.decodeNotice(payload))
+                    let notice = try ClusterCodec.decodeNotice(payload)
+                    if noticeModes.takesUnstamped(from: notice.node) {
+                        lastUnstamped[notice.node] = payload
+                        receiver.remoteChanges(notice)
+                    } else {
+                        noticeCopiesDropped.increment()
+                    }
                 }
             } catch {
                 logger.error("could not read a change notice", metadata: ["error": "\(error)"])
@@ -354,6 +377,9 @@ public final class NATSBus: RelayBus {
         return generation
     }
 
+    /// Milliseconds of uptime: when another relay was heard (`NoticeModeCheck`).
+    static func uptimeMillis() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) }
+
     /// Longer than this and the relay asks PostgreSQL instead (a round trip there is a millisecond or two).
     static let barrierTimeout = Duration.milliseconds(250)
 
@@ -392,6 +418,11 @@ public final class NATSBus: RelayBus {
                 if case .heartbeat(var heartbeat) = message {
                     heartbeat.noticesPerUser = publishesPerUser
                     message = .heartbeat(heartbeat)
+                    // Once a second: `hw.changes` is read only while a relay publishing there alone is heard.
+                    if followed[ClusterSubjects.changes] != nil, !noticeModes.forgetSilent(now: Self.uptimeMillis()) {
+                        logger.notice("no relay publishing change notices on hw.changes alone is heard any more; stopped reading hw.changes")
+                        await changeSubscriptions(&followed, adding: [], removing: [ClusterSubjects.changes])
+                    }
                 }
                 client.publishDetached(subject: ClusterSubjects.presence, payload: ClusterCodec.encode(message))
                 continue

@@ -33,6 +33,10 @@ extension Relay: BusReceiver {
         presence.lastPositionAnswer(of: walker, for: askers)
     }
 
+    public nonisolated func missedNotices(of node: String) {
+        submit(.missedNotices(node))
+    }
+
     public nonisolated func busDisconnected() {
         submit(.busLost)
     }
@@ -271,6 +275,19 @@ extension Relay: BusReceiver {
         await deliverMissedBacklog(shown: shown, giveUpAfter: Self.silenceCatchUpLimit)
     }
 
+    /// A relay publishing its notices on `hw.changes` alone (`--change-notices all`, in a cluster where this one hears
+    /// only the users it follows) was heard, and the bus takes its notices from now on (`NATSBus`, `NoticeModeCheck`):
+    /// what it committed before went to nobody here, about any user (a followed one, or a deadline of a timer shard
+    /// held here) and whatever its relay's notices say. So the cache is read back whole, as after a reconnect (nothing
+    /// narrower names what is stale), and each connected user sent what is pending for them and was not shown, as after
+    /// a relay's silence; unlike that catch-up, it waits for the store (the cache must not stay stale).
+    func catchUpWithMissedNotices(of node: String) async {
+        // Without the bus, `busBack` reads back and catches up.
+        guard cluster.backlogShown == nil, !cluster.busStopped else { return }
+        logger.notice("reading back what another relay may have committed unheard", metadata: ["node": "\(node)"])
+        await deliverMissedBacklog(shown: backlogShownNow())
+    }
+
     /// What each user connected here has been shown of what is pending for them (their sign-in backlog).
     private func backlogShownNow() -> [String: [JSONValue]] {
         Dictionary(uniqueKeysWithValues: presence.localUsers().map { ($0, state.backlog(for: $0)) })
@@ -413,6 +430,8 @@ extension Relay: BusReceiver {
         // A cache that follows its users hears the deadlines of its shards' users on their subjects: those taken are
         // followed before the store is read for them (below), those given up no longer.
         if followsUsers, !cluster.busStopped { await bus.followTimerShards(taking: taken, releasing: given) }
+        // Nothing more is heard of the given shards' owners (but those followed).
+        if !given.isEmpty { dropUnheardOwners() }
         if taken.isEmpty {
             armTimer()
             return
@@ -429,6 +448,7 @@ extension Relay: BusReceiver {
                 await reloadFromStore(afterRemoteChange: true)
             }
         }
+        noteOfflineOwners(in: taken)
         await fireDueWork()
     }
 }

@@ -41,8 +41,10 @@ extension Relay {
         syncPresence(owners: touched)
         counters.alarmsPending.record(state.alarms.count)
         armTimer()
-        // An owner that now has a part in a resident's (an invite) is followed from here on.
+        // An owner that now has a part in a resident's (an invite) is followed from here on; the others' entities are
+        // dropped again where nothing more of them is heard (commits taken from `hw.changes`).
         await followOwners(namedBy: commits)
+        dropUnheardOwners(among: Set(commits.flatMap { ($0.versions ?? [:]).keys }))
     }
 
     /// While notices are held, looks at them again when the oldest one's wait is over.

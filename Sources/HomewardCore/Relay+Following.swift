@@ -32,6 +32,38 @@ extension Relay {
         cluster.followed.subtract(gone)
         cluster.counters.followedUsers.record(cluster.followed.count)
         if !cluster.busStopped { await bus.follow(users: [], unfollowing: gone) }
+        dropUnheardOwners(among: gone)
+    }
+
+    /// Drops what the cache holds of owners (of `candidates`; nil: of every owner it holds something of) it neither
+    /// follows nor fires the timers of: nothing of theirs is heard here, so it would go stale and stay
+    /// (`RelayState+UnheardOwners.swift`). At start, after a whole read-back, when a shard is released, when users are
+    /// unfollowed, and after other relays' commits were applied. Not an owner whose entities name a resident (followed
+    /// anyway, `followOwners`). Taking a shard reads the store (`takeTimerShards`), which brings its owners' back.
+    func dropUnheardOwners(among candidates: Set<String>? = nil) {
+        guard followsUsers else { return }
+        let unheard = (candidates ?? state.activeOwners()).filter { !cluster.followed.contains($0) && !timerShards.owns($0) }
+        guard !unheard.isEmpty else { return }
+        let dropped = unheard.subtracting(state.ownersNamedByResidents(among: unheard))
+        guard !dropped.isEmpty else { return }
+        state.dropActive(ownedBy: dropped)
+        syncPresence(owners: dropped)
+        counters.alarmsPending.record(state.alarms.count)
+    }
+
+    /// Once a shard's owners' entities are read (`takeTimerShards`): those of owners whose session the cache did not hold
+    /// (`dropUnheardOwners`) come without the time since when the owner is offline, which is not stored and which
+    /// presence deltas set only for an owner whose session the cache holds. An owner connected nowhere counts as offline
+    /// since their last-seen time as presence knows it, not before this relay's start (at start, presence from the
+    /// others is not known yet, as for the sessions loaded then), or from now when presence does not know it: lost
+    /// contact may fire late, never early.
+    func noteOfflineOwners(in shards: TimerShards) {
+        guard followsUsers else { return }
+        let now = clock()
+        for owner in state.sessionByOwner.keys where shards.owns(owner) && state.offlineOwners[owner] == nil
+            && presence.connectionCount(of: owner) == 0 && !presence.isOnlineElsewhere(owner) {
+            state.ownerWentOffline(owner, at: presence.lastSeen(owner).map { max($0, startedAt) } ?? now)
+        }
     }
 
     /// Follows the owners `slice` (read for `users`) names that are not followed yet, then reads their versions again:

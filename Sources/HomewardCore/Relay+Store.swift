@@ -176,6 +176,8 @@ extension Relay {
         cluster.sequencer.reloaded(at: versions, complete: state.resident == nil, followed: placedBy)
         // Owners the residents' parts name now (an invite whose notice was lost with the bus) are followed from here on.
         if let residents { await followOwners(stored.ownersNamed(besides: residents).filter { state.ownsSomethingNamingAResident($0) }) }
+        // What was read of owners nothing is heard of here would go stale.
+        dropUnheardOwners()
         // Alarm spool: what was delivered unstored goes into the store, then the state is read again with it.
         if !spooled.isEmpty {
             if await replaySpool() {

@@ -67,6 +67,9 @@ public actor Relay {
     /// Each user's write version as the cache holds it (`WritePath.versions`): as loaded, moved on by every
     /// commit applied since (this relay's own, `writeFinished`, and the others', `Relay+Deltas`).
     var versions: UserVersions? { writes.versions }
+    /// When this relay started (the rules' clock): the sessions loaded count their owners offline from then
+    /// (`noteOfflineOwners`).
+    let startedAt: Int64
     /// Points at the next deadline of `timerShards` (`armTimer`).
     var timer = DueTimer()
     /// Set by `close`: the store is about to close, nothing touches it any more.
@@ -148,10 +151,13 @@ public actor Relay {
         state.safety = safety
         state.shareSettings = shares
         let startedAt = clock()
+        self.startedAt = startedAt
         for owner in state.sessions.values.map(\.owner) { state.ownerWentOffline(owner, at: startedAt) }
         self.state = state
         self.writes = WritePath(versions: versions)
         self.signIns = SignInLimits(limits)
+        // Following nobody yet: what it fires (its shards, if any) is all it keeps.
+        dropUnheardOwners()
         presence.seedLastSeen(stored.lastSeen)
         syncPresence(owners: state.owners.union(state.pausedUsers))
         counters.alarmsPending.record(state.alarms.count)
@@ -301,6 +307,8 @@ public actor Relay {
         case busBack
         /// Another relay missed its heartbeat (`Relay+Cluster`, `catchUpAfterSilence`).
         case peerSilent(String)
+        /// Another relay's notices were not heard until now (`Relay+Cluster`, `catchUpWithMissedNotices`).
+        case missedNotices(String)
         /// The timer lease gives this relay these shards (`Relay+Cluster`, `takeTimerShards`).
         case timerShards(TimerShards, CheckedContinuation<Void, Never>)
         case stopBus(CheckedContinuation<Void, Never>)
@@ -498,6 +506,8 @@ public actor Relay {
             await busBack()
         case .peerSilent(let node):
             await catchUpAfterSilence(of: node)
+        case .missedNotices(let node):
+            await catchUpWithMissedNotices(of: node)
         case .timerShards(let shards, let continuation):
             await takeTimerShards(shards, then: continuation)
         case .stopBus(let continuation):

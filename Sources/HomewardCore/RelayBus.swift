@@ -76,6 +76,10 @@ public protocol BusReceiver: AnyObject, Sendable {
     /// ignored), less whom `restriction` hides.
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?)
     func remoteChanges(_ notice: ChangeNotice)
+    /// Relay `node`'s notices may have been missed until now: it publishes them where this relay did not listen (on
+    /// `hw.changes` alone, to a relay hearing only the users it follows), and the bus now takes them there. Read back
+    /// what it may have committed meanwhile.
+    func missedNotices(of node: String)
     func remotePresence(_ message: PresenceMessage)
     /// Answers another relay's `requestPresenceSnapshot(of:)`: everyone connected here, as of the last delta sent.
     func localPresenceSnapshot() async -> PresenceSnapshot

@@ -81,5 +81,6 @@ private final class HeldReceiver: BusReceiver {
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
     func busDisconnected() {}
+    func missedNotices(of node: String) {}
     func busReconnected() {}
 }

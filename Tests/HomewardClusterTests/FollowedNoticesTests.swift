@@ -170,6 +170,62 @@ final class FollowedNoticesTests: XCTestCase {
         XCTAssertEqual(viewer.closes, [.normal])
     }
 
+    /// An owner nothing is heard of here (not followed, their timer shard held elsewhere): what the cache held of theirs
+    /// is dropped (`Relay.dropUnheardOwners`), else it would stay stale for good once changed elsewhere.
+    func testAnEvictedOwnersSessionIsNotKeptWhereItsEndIsNeverHeard() async throws {
+        let (harness, _, other, bBus, _) = try await twoRelays()
+        let bob = try await signIn("bob", on: other, harness)
+        let (bobThere, bobAuth) = try await harness.connect("bob")
+        let started = try await harness.ok(.sessionStart(SessionOptions()), as: bobAuth, sink: bobThere)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        await other.drain()
+        var held = await other.state.sessions[id] != nil
+        XCTAssertTrue(held, "bob is followed: his session is heard")
+
+        other.disconnect("bob", sink: bob)
+        await other.drain()
+        harness.clock.advance(by: RelayLimits().cacheEvictionGrace)
+        await other.evictIdleResidents()
+        XCTAssertFalse(bBus.followed.contains("bob"))
+        _ = try await harness.ok(.sessionEnd(sessionId: id), as: bobAuth, sink: bobThere)
+        await other.drain()
+        held = await other.state.sessions[id] != nil
+        XCTAssertFalse(held, "a session whose end this relay never hears is not kept")
+        let owners = await other.state.activeOwners()
+        XCTAssertEqual(owners, [], "nothing of anyone's is kept: this relay follows nobody and fires no shard")
+    }
+
+    /// A relay following its users keeps the timers of its shards' owners and of those it follows only: at start, when it
+    /// takes a shard (read from the store), when it releases one.
+    func testACacheFollowingItsUsersKeepsTheTimersOfItsShardsOnly() async throws {
+        let router = SubjectRouter()
+        let (harness, store) = try await threeFriendsOnACheckingStore(bus: router.bus(readsEveryNotice: true))
+        let (alice, aliceAuth) = try await harness.connect("alice")
+        let started = try await harness.ok(.sessionStart(SessionOptions()), as: aliceAuth, sink: alice)
+        let id = try XCTUnwrap(started.field("session")?["sessionId"]?.stringValue)
+        let bBus = router.bus(readsEveryNotice: false)
+        let other = try await Relay(store: store, hasher: .forTests, node: "there", bus: bBus, ownsTimers: false, cache: .connected,
+                                    clock: harness.clock.function)
+        bBus.deliver(to: other)
+        await other.drain()
+        var held = await other.state.sessions[id] != nil
+        XCTAssertFalse(held, "started with no shard and following nobody: alice's session is not kept")
+
+        var shards = TimerShards.none
+        shards.insert(TimerShards.shard(of: "alice"))
+        await other.setTimerShards(shards)
+        await other.drain()
+        held = await other.state.sessions[id] != nil
+        XCTAssertTrue(held, "her shard taken: her session read from the store")
+        let offline = await other.state.offlineOwners["alice"]
+        XCTAssertNotNil(offline, "connected nowhere this relay knows of: offline, her lost contact counts")
+
+        await other.setTimerShards(.none)
+        await other.drain()
+        held = await other.state.sessions[id] != nil
+        XCTAssertFalse(held, "her shard released: nothing of hers is heard here any more")
+    }
+
     /// With `--change-notices all` nothing reads a notice's address (it goes to `hw.changes` alone), so the relay does
     /// not work it out; with `per-user` it does.
     func testANoticeIsAddressedOnlyWhenTheBusPublishesPerUser() async throws {

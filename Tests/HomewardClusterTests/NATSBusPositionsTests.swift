@@ -78,5 +78,6 @@ private final class PositionRecorder: BusReceiver {
     func localPresenceSnapshot() async -> PresenceSnapshot { PresenceSnapshot(node: "here", epoch: "e", seq: 0) }
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
     func busDisconnected() {}
+    func missedNotices(of node: String) {}
     func busReconnected() {}
 }

@@ -12,6 +12,9 @@ final class TokenReceiver: BusReceiver {
     private let heartbeats: AsyncStream<PresenceHeartbeat>
     private let heartbeatInput: AsyncStream<PresenceHeartbeat>.Continuation
     var tokens: [String] { received.withLock { $0 } }
+    /// The relays whose notices the bus said were missed (`missedNotices(of:)`), in order.
+    private let missed = Mutex<[String]>([])
+    var missedFrom: [String] { missed.withLock { $0 } }
 
     init(delay: UInt32 = 0) {
         self.delay = delay
@@ -38,5 +41,6 @@ final class TokenReceiver: BusReceiver {
     func remotePosition(_ message: EncodedMessage, of walker: String, restriction: PositionRestriction?) {}
     func localLastPosition(of walker: String, for askers: [String]) -> LastPositionAnswer? { nil }
     func busDisconnected() {}
+    func missedNotices(of node: String) { missed.withLock { $0.append(node) } }
     func busReconnected() {}
 }
