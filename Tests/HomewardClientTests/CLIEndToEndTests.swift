@@ -308,6 +308,21 @@ final class CLIEndToEndTests: XCTestCase {
         await relay.stop()
     }
 
+    /// A relay closes connections from one address past its unauthenticated limit: sim opens each connection only
+    /// when it signs up at once, so --concurrency of them wait to sign in, not all W x (K + 1).
+    func testSimSignsEachConnectionUpAsItOpensSoARelaysUnauthenticatedLimitIsNoObstacle() async throws {
+        let relay = try await LoopbackRelay.start { $0.limits.maxUnauthenticatedPerAddress = 3 }
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let result = try await cli.run(["sim", "--walkers", "3", "--watchers", "2", "--rate", "5", "--duration", "1",
+                                        "--concurrency", "2", "--json"] + cli.connection, within: 120)
+            .expectSuccess()
+        let summary = try XCTUnwrap(result.json.last)
+        XCTAssertEqual(summary["delivered"], 30)
+        XCTAssertEqual(summary["clean"], true)
+        await relay.stop()
+    }
+
     func testTheShellRunsTypedCommandsAndPrintsEvents() async throws {
         let relay = try await LoopbackRelay.start()
         let cli = try CLIHarness(relay: relay)
