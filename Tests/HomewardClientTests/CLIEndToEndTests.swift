@@ -241,6 +241,16 @@ final class CLIEndToEndTests: XCTestCase {
         let usage = try await cli.run(["walk", "--from", "1,2", "--profile", "cat"])
         XCTAssertEqual(usage.status, 64)
 
+        // Numbers a Double takes but a duration cannot (they trapped): usage errors before anything connects.
+        for (arguments, message) in [(["share", "start", "--check-in", "inf"], "--check-in must be more than 0 and at most 10080 minutes"),
+                                     (["share", "start", "--ttl", "1e300"], "--ttl must be more than 0 and at most 10080 minutes"),
+                                     (["follow", "ann", "--timeout", "inf"], "--timeout must be more than 0 and at most 604800 seconds"),
+                                     (["watch", "--timeout", "nan"], "--timeout must be more than 0 and at most 604800 seconds")] {
+            let refused = try await cli.run(arguments + ["--profile", "cat"])
+            XCTAssertEqual(refused.status, 64, "\(arguments): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("Error: \(message)"), "\(arguments): \(refused.stderr)")
+        }
+
         // The profile file holds the token and is readable by its owner only.
         let attributes = try FileManager.default.attributesOfItem(atPath: cli.configDirectory + "/profiles/cat.json")
         XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
