@@ -42,6 +42,9 @@ public final class BenchRun {
         public init() {}
     }
 
+    /// The brokers a run can start (`all` is the command's shorthand for some of them).
+    public static let brokerNames = ["homeward", "homeward-openssl", "homeward-nio-ssl", "homeward-pg", "homeward-cluster", "nats", "mosquitto"]
+
     public let options: Options
     public let env: BenchEnvironment
     public private(set) var drivers: [any BrokerDriver] = []
@@ -134,7 +137,7 @@ public final class BenchRun {
                 try await waitForPort(env, port: options.mosquittoPort, timeout: 30)
                 drivers.append(MQTTDriver(env: env, port: options.mosquittoPort, pid: readPID("mosquitto")))
             default:
-                throw BenchError.failed("unknown broker \(name); use homeward, homeward-openssl, homeward-nio-ssl, homeward-pg, homeward-cluster, nats, mosquitto or all")
+                throw BenchError.failed("unknown broker \(name); use \(Self.brokerNames.joined(separator: ", ")) or all")
             }
         }
         log("brokers up: \(drivers.map { "\($0.name) (pid \($0.pid.map(String.init) ?? "?"))" }.joined(separator: ", "))")

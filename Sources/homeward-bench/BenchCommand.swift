@@ -54,6 +54,18 @@ struct CommonOptions: ParsableArguments {
         return broker.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
     }
 
+    /// Checked before anything starts: an unknown broker would otherwise reach bench/peers.sh, and no event-loop
+    /// thread would trap in NIO.
+    func validate() throws {
+        let unknown = brokers.filter { !BenchRun.brokerNames.contains($0) }
+        guard unknown.isEmpty else {
+            throw ValidationError("unknown broker \(unknown.joined(separator: ", ")); use \(BenchRun.brokerNames.joined(separator: ", ")) or all")
+        }
+        guard (1...256).contains(threads) else { throw ValidationError("--threads must be 1 to 256") }
+        guard (1...254).contains(sourceAddresses) else { throw ValidationError("--source-addresses must be 1 to 254") }
+        guard (1...65535).contains(homewardPort) else { throw ValidationError("--homeward-port must be 1 to 65535") }
+    }
+
     func runOptions(brokers override: [String]? = nil) throws -> BenchRun.Options {
         var options = BenchRun.Options()
         options.clusterPorts = try parseList(clusterPorts)
@@ -97,6 +109,20 @@ func parseList<T: LosslessStringConvertible>(_ text: String) throws -> [T] {
     }
 }
 
+/// A comma-separated list of counts or rates, each positive: none would leave a scenario nothing to measure.
+func parsePositiveList<T: LosslessStringConvertible & Comparable & Numeric>(_ text: String, _ option: String) throws -> [T] {
+    let values: [T] = try parseList(text)
+    guard !values.isEmpty, values.allSatisfy({ $0 > 0 }) else {
+        throw ValidationError("\(option) must list positive numbers, comma-separated")
+    }
+    return values
+}
+
+/// `value` of `option` when positive: 0 runs a scenario on nothing and reports nonsense (or traps).
+func requirePositive<T: Comparable & Numeric>(_ value: T, _ option: String) throws {
+    guard value > 0 else { throw ValidationError("\(option) must be more than 0") }
+}
+
 struct FanoutOptions: ParsableArguments {
     @Option(help: "Walkers (publishers).")
     var walkers = 50
@@ -109,6 +135,13 @@ struct FanoutOptions: ParsableArguments {
     @Flag(help: "A few seconds: 4 walkers x 3 observers at 5 and 20 Hz, 1 s steps.")
     var quick = false
 
+    func validate() throws {
+        try requirePositive(walkers, "--walkers")
+        try requirePositive(observers, "--observers")
+        try requirePositive(stepSeconds, "--step-seconds")
+        let _: [Double] = try parsePositiveList(rates, "--rates")
+    }
+
     func config() throws -> FanoutConfig {
         var config = FanoutConfig()
         if quick {
@@ -120,7 +153,7 @@ struct FanoutOptions: ParsableArguments {
         }
         config.walkers = walkers
         config.observers = observers
-        config.rates = try parseList(rates)
+        config.rates = try parsePositiveList(rates, "--rates")
         config.stepSeconds = stepSeconds
         return config
     }
@@ -136,6 +169,12 @@ struct WritesOptions: ParsableArguments {
     @Option(name: .customLong("pg-delay-ms"), help: "Milliseconds the proxy in front of PostgreSQL adds each way.")
     var pgDelayMs = 1.0
 
+    func validate() throws {
+        try requirePositive(pairs, "--pairs")
+        try requirePositive(duration, "--duration")
+        guard readSeconds >= 0, pgDelayMs >= 0 else { throw ValidationError("--read-seconds and --pg-delay-ms must be at least 0") }
+    }
+
     func config() -> WritesConfig {
         var config = WritesConfig()
         config.pairs = pairs
@@ -148,6 +187,8 @@ struct WritesOptions: ParsableArguments {
 struct IdleOptions: ParsableArguments {
     @Option(help: "Idle connection counts to measure at, comma-separated.")
     var counts = "1000,10000,19500"
+
+    func validate() throws { let _: [Int] = try parsePositiveList(counts, "--counts") }
 }
 
 struct StormOptions: ParsableArguments {
@@ -155,6 +196,11 @@ struct StormOptions: ParsableArguments {
     var connections = 2000
     @Option(help: "Connection attempts in flight at once.")
     var concurrency = 64
+
+    func validate() throws {
+        try requirePositive(connections, "--connections")
+        try requirePositive(concurrency, "--concurrency")
+    }
 }
 
 struct AlarmOptions: ParsableArguments {
@@ -162,6 +208,11 @@ struct AlarmOptions: ParsableArguments {
     var recipients = "1,10,100"
     @Option(help: "Alarms raised per K.")
     var raises = 20
+
+    func validate() throws {
+        let _: [Int] = try parsePositiveList(recipients, "--recipients")
+        try requirePositive(raises, "--raises")
+    }
 }
 
 extension BenchCommand {
@@ -185,7 +236,7 @@ extension BenchCommand {
         @OptionGroup var idle: IdleOptions
 
         func run() async throws {
-            let counts: [Int] = try parseList(idle.counts)
+            let counts: [Int] = try parsePositiveList(idle.counts, "--counts")
             try await common.run { run, report in
                 for driver in run.drivers { report.idle.append(try await IdleScenario.run(driver, env: run.env, counts: counts)) }
             }
@@ -213,7 +264,7 @@ extension BenchCommand {
         @OptionGroup var alarm: AlarmOptions
 
         func run() async throws {
-            let recipients: [Int] = try parseList(alarm.recipients)
+            let recipients: [Int] = try parsePositiveList(alarm.recipients, "--recipients")
             try await common.run { run, report in
                 for driver in run.drivers {
                     report.alarm.append(try await AlarmScenario.run(driver, recipients: recipients, raises: alarm.raises))
@@ -260,8 +311,8 @@ extension BenchCommand {
 
         func run() async throws {
             let config = try fanout.config()
-            let counts: [Int] = try parseList(idle.counts)
-            let recipients: [Int] = try parseList(alarm.recipients)
+            let counts: [Int] = try parsePositiveList(idle.counts, "--counts")
+            let recipients: [Int] = try parsePositiveList(alarm.recipients, "--recipients")
             try await common.run { run, report in
                 report.fanoutConfig = config
                 for driver in run.drivers { report.fanout.append(try await FanoutScenario.run(driver, config)) }

@@ -16,6 +16,11 @@ struct Codec: ParsableCommand {
     @Option(help: "Rounds; the fastest round of each contender is reported.")
     var rounds = 5
 
+    func validate() throws {
+        try requirePositive(iterations, "--iterations")
+        try requirePositive(rounds, "--rounds")
+    }
+
     static let request = #"{"type":"pos","lat":57.708870,"lon":11.974560,"acc":8.5,"alt":12.25,"spd":1.4,"hdg":220,"batt":81,"ts":1763830000000}"#
     static let position = Position(lat: 57.70887, lon: 11.97456, acc: 8.5, alt: 12.25, spd: 1.4, hdg: 220, batt: 81, ts: 1_763_830_000_000)
 

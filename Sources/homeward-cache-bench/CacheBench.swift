@@ -58,6 +58,22 @@ struct CacheBench: AsyncParsableCommand {
     @Option(help: "A loopback port for the started relay's --metrics-listen, read with curl during --leave-wait (0: off).")
     var metricsPort = 0
 
+    /// Checked before the store is filled: the city draws distinct pairs of users until it has --friendships of
+    /// them, which never ends when there are fewer pairs, and a run with nothing to measure traps on an empty median.
+    func validate() throws {
+        guard (2...10_000_000).contains(users) else { throw ValidationError("--users must be 2 to 10000000") }
+        guard friendships >= 0, friendships <= users * (users - 1) / 2 else {
+            throw ValidationError("--friendships must be 0 to \(users * (users - 1) / 2), the pairs \(users) users make")
+        }
+        guard reloads >= 1, notices >= 1, rounds >= 1 else { throw ValidationError("--reloads, --notices and --rounds must be at least 1") }
+        guard slices >= 0, connect >= 0, hold >= 0, leaveWait >= 0 else {
+            throw ValidationError("--slices, --connect, --hold and --leave-wait must be at least 0")
+        }
+        if let startRelay, !FileManager.default.isExecutableFile(atPath: startRelay) {
+            throw ValidationError("--start-relay: \(startRelay) is not an executable (swift build -c release --product homeward-relay)")
+        }
+    }
+
     func run() async throws {
         if let startRelay { return try await measureRelayStarts(startRelay) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("homeward-cache-bench-\(UUID().uuidString)")

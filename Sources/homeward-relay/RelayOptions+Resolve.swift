@@ -78,10 +78,10 @@ extension RelayOptions {
 extension RelayOptions {
     private func resolveLimits(_ config: inout RelayConfiguration, _ env: Environment) throws {
         try env.override(&config.limits.maxMessageBytes, maxMessageBytes, Self.maxMessageBytes)
-        try env.override(&config.limits.authenticationTimeout, authTimeout, Self.authTimeout)
+        if let seconds = try env.value(authTimeout, Self.authTimeout) { config.limits.authenticationTimeout = try Self.checked(seconds, Self.authTimeout) }
         try env.override(&config.limits.requestsPerSecond, rateLimit, Self.rateLimit)
-        try env.override(&config.limits.pingInterval, pingInterval, Self.pingInterval)
-        try env.override(&config.limits.idleTimeout, idleTimeout, Self.idleTimeout)
+        if let seconds = try env.value(pingInterval, Self.pingInterval) { config.limits.pingInterval = try Self.checked(seconds, Self.pingInterval) }
+        if let seconds = try env.value(idleTimeout, Self.idleTimeout) { config.limits.idleTimeout = try Self.checked(seconds, Self.idleTimeout) }
         try env.override(&config.limits.maxOutboundBacklog, maxBacklog, Self.maxBacklog)
         try env.override(&config.limits.maxOutboundBacklogBytes, maxBacklogBytes, Self.maxBacklogBytes)
         try env.override(&config.limits.controlFramesPerSecond, controlFrameRate, Self.controlFrameRate)
@@ -99,12 +99,26 @@ extension RelayOptions {
             config.relayLimits.tokenLifetime = Int64(days * Self.millisecondsPerDay)
         }
         try env.override(&config.passwordIterations, pbkdf2Iterations, Self.pbkdf2Iterations)
-        if let grace = try env.value(lostContactGrace, Self.lostContactGrace) { config.safety.lostContactGrace = Int64(grace * 1000) }
+        if let grace = try env.value(lostContactGrace, Self.lostContactGrace) {
+            config.safety.lostContactGrace = Int64(try Self.checked(grace, Self.lostContactGrace) * 1000)
+        }
         if let interval = try env.value(alarmRepeatInterval, Self.alarmRepeatInterval) {
-            config.safety.alarmRepeatInterval = Int64(interval * 1000)
+            config.safety.alarmRepeatInterval = Int64(try Self.checked(interval, Self.alarmRepeatInterval) * 1000)
         }
         try env.override(&config.safety.alarmRepeatMax, alarmRepeatMax, Self.alarmRepeatMax)
         try env.override(&config.relayLimits.watchFailuresPerAddress, watchFailuresPerAddress, Self.watchFailuresPerAddress)
+    }
+
+    /// The longest a seconds option may be: these become whole milliseconds or nanoseconds (Int64), where
+    /// infinity, NaN or a huge number would stop the relay with a trap instead of this message.
+    static let maximumSeconds = 604_800.0
+
+    /// `seconds`, given for `option`, when it is more than 0 and at most a week.
+    private static func checked(_ seconds: Double, _ option: RelayOption<Double>) throws -> Double {
+        guard seconds > 0, seconds <= maximumSeconds else {
+            throw ValidationError("\(option.name) must be more than 0 and at most \(Int(maximumSeconds)) seconds (a week)")
+        }
+        return seconds
     }
 
     private func resolveMetricsAndOrigins(_ config: inout RelayConfiguration, _ env: Environment) throws {
@@ -158,13 +172,10 @@ extension RelayOptions {
             throw ValidationError("--tls-cert and --tls-key go together (or leave both out for a development certificate)")
         }
         guard config.limits.maxMessageBytes >= 1024 else { throw ValidationError("max-message-bytes must be at least 1024") }
-        guard config.limits.authenticationTimeout > 0, config.limits.pingInterval > 0, config.limits.idleTimeout > 0,
-              config.limits.requestsPerSecond > 0, config.limits.controlFramesPerSecond > 0 else {
-            throw ValidationError("timeouts, intervals and rates must be positive")
+        for rate in [config.limits.requestsPerSecond, config.limits.controlFramesPerSecond] {
+            guard rate > 0, rate.isFinite else { throw ValidationError("rate-limit and control-frame-rate must be positive numbers") }
         }
-        guard config.safety.lostContactGrace > 0, config.safety.alarmRepeatInterval > 0, config.safety.alarmRepeatMax >= 0 else {
-            throw ValidationError("lost-contact-grace and alarm-repeat-interval must be positive, alarm-repeat-max at least 0")
-        }
+        guard config.safety.alarmRepeatMax >= 0 else { throw ValidationError("alarm-repeat-max must be at least 0") }
         guard config.limits.maxOutboundBacklog >= 1, config.limits.maxOutboundBacklogBytes >= config.limits.maxMessageBytes else {
             throw ValidationError("max-backlog must be at least 1 and max-backlog-bytes at least max-message-bytes")
         }
@@ -186,6 +197,9 @@ extension RelayOptions {
         guard (1...config.shares.defaultTTL).contains(config.shares.minimumTTL) else {
             throw ValidationError("share-min-ttl must be 1 to \(config.shares.defaultTTL) seconds")
         }
-        guard config.eventLoopThreads >= 1 else { throw ValidationError("threads must be at least 1") }
+        // Each event loop holds three descriptors (epoll, eventfd, timerfd), and NIO traps when it cannot open them:
+        // 256 loops stay within the usual soft limit of 1024 open files.
+        guard (1...256).contains(config.eventLoopThreads) else { throw ValidationError("threads must be at least 1 and at most 256") }
+        guard config.relayLimits.maxConnectionsPerUser >= 1 else { throw ValidationError("max-connections-per-user must be at least 1") }
     }
 }

@@ -107,7 +107,7 @@ struct RelayOptions: ParsableArguments {
         "log-level", "trace, debug, info, notice, warning, error or critical.", default: Settings.defaultLogLevel.rawValue)
     @Option(Self.logLevel) var logLevel: String?
 
-    static let threads = RelayOption<Int>("threads", "Event loop threads.", defaultText: "the number of cores")
+    static let threads = RelayOption<Int>("threads", "Event loop threads (1-256).", defaultText: "the number of cores")
     @Option(Self.threads) var threads: Int?
 
     static let maxMessageBytes = RelayOption<Int>(
@@ -115,18 +115,18 @@ struct RelayOptions: ParsableArguments {
     @Option(Self.maxMessageBytes) var maxMessageBytes: Int?
 
     static let authTimeout = RelayOption<Double>(
-        "auth-timeout", "Seconds a new connection has to sign in.", default: defaults.limits.authenticationTimeout)
+        "auth-timeout", "Seconds a new connection has to sign in (at most a week).", default: defaults.limits.authenticationTimeout)
     @Option(Self.authTimeout) var authTimeout: Double?
 
     static let rateLimit = RelayOption<Double>(
         "rate-limit", "Requests per second per connection (bursts of twice that).", default: defaults.limits.requestsPerSecond)
     @Option(Self.rateLimit) var rateLimit: Double?
 
-    static let pingInterval = RelayOption<Double>("ping-interval", "Seconds between WebSocket pings.", default: defaults.limits.pingInterval)
+    static let pingInterval = RelayOption<Double>("ping-interval", "Seconds between WebSocket pings (at most a week).", default: defaults.limits.pingInterval)
     @Option(Self.pingInterval) var pingInterval: Double?
 
     static let idleTimeout = RelayOption<Double>(
-        "idle-timeout", "Seconds of silence after which a connection is closed.", default: defaults.limits.idleTimeout)
+        "idle-timeout", "Seconds of silence after which a connection is closed (at most a week).", default: defaults.limits.idleTimeout)
     @Option(Self.idleTimeout) var idleTimeout: Double?
 
     static let maxConnectionsPerUser = RelayOption<Int>(
@@ -162,12 +162,12 @@ struct RelayOptions: ParsableArguments {
     @Option(Self.proxyProtocolFrom) var proxyProtocolFrom: String?
 
     static let loginFailuresPerUser = RelayOption<Int>(
-        "login-failures-per-user", "Failed logins per username within 15 minutes before logins are refused.",
+        "login-failures-per-user", "Failed logins per username within 15 minutes before logins are refused (0: no limit).",
         default: defaults.relayLimits.loginFailuresPerUsername)
     @Option(Self.loginFailuresPerUser) var loginFailuresPerUser: Int?
 
     static let loginFailuresPerAddress = RelayOption<Int>(
-        "login-failures-per-address", "Failed logins per client address within 15 minutes before logins are refused.",
+        "login-failures-per-address", "Failed logins per client address within 15 minutes before logins are refused (0: no limit).",
         default: defaults.relayLimits.loginFailuresPerAddress)
     @Option(Self.loginFailuresPerAddress) var loginFailuresPerAddress: Int?
 
@@ -193,12 +193,12 @@ struct RelayOptions: ParsableArguments {
     @Option(Self.pbkdf2Iterations) var pbkdf2Iterations: Int?
 
     static let lostContactGrace = RelayOption<Double>(
-        "lost-contact-grace", "Seconds the owner of an active session may be offline before observers get session.lost.",
+        "lost-contact-grace", "Seconds the owner of an active session may be offline before observers get session.lost (at most a week).",
         default: Double(defaults.safety.lostContactGrace) / 1000)
     @Option(Self.lostContactGrace) var lostContactGrace: Double?
 
     static let alarmRepeatInterval = RelayOption<Double>(
-        "alarm-repeat-interval", "Seconds between repeats of an unacknowledged alarm.",
+        "alarm-repeat-interval", "Seconds between repeats of an unacknowledged alarm (at most a week).",
         default: Double(defaults.safety.alarmRepeatInterval) / 1000)
     @Option(Self.alarmRepeatInterval) var alarmRepeatInterval: Double?
 

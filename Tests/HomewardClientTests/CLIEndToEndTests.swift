@@ -241,6 +241,16 @@ final class CLIEndToEndTests: XCTestCase {
         let usage = try await cli.run(["walk", "--from", "1,2", "--profile", "cat"])
         XCTAssertEqual(usage.status, 64)
 
+        // Numbers a Double takes but a duration cannot (they trapped): usage errors before anything connects.
+        for (arguments, message) in [(["share", "start", "--check-in", "inf"], "--check-in must be more than 0 and at most 10080 minutes"),
+                                     (["share", "start", "--ttl", "1e300"], "--ttl must be more than 0 and at most 10080 minutes"),
+                                     (["follow", "ann", "--timeout", "inf"], "--timeout must be more than 0 and at most 604800 seconds"),
+                                     (["watch", "--timeout", "nan"], "--timeout must be more than 0 and at most 604800 seconds")] {
+            let refused = try await cli.run(arguments + ["--profile", "cat"])
+            XCTAssertEqual(refused.status, 64, "\(arguments): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("Error: \(message)"), "\(arguments): \(refused.stderr)")
+        }
+
         // The profile file holds the token and is readable by its owner only.
         let attributes = try FileManager.default.attributesOfItem(atPath: cli.configDirectory + "/profiles/cat.json")
         XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
@@ -304,6 +314,21 @@ final class CLIEndToEndTests: XCTestCase {
         XCTAssertEqual(summary["alarms"]?["delivered"], 4)
         XCTAssertEqual(summary["alarms"]?["lost"], 0)
         XCTAssertNotNil(summary["latencyMs"]?["p99.9"]?.numberValue)
+        XCTAssertEqual(summary["clean"], true)
+        await relay.stop()
+    }
+
+    /// A relay closes connections from one address past its unauthenticated limit: sim opens each connection only
+    /// when it signs up at once, so --concurrency of them wait to sign in, not all W x (K + 1).
+    func testSimSignsEachConnectionUpAsItOpensSoARelaysUnauthenticatedLimitIsNoObstacle() async throws {
+        let relay = try await LoopbackRelay.start { $0.limits.maxUnauthenticatedPerAddress = 3 }
+        let cli = try CLIHarness(relay: relay)
+        defer { cli.cleanUp() }
+        let result = try await cli.run(["sim", "--walkers", "3", "--watchers", "2", "--rate", "5", "--duration", "1",
+                                        "--concurrency", "2", "--json"] + cli.connection, within: 120)
+            .expectSuccess()
+        let summary = try XCTUnwrap(result.json.last)
+        XCTAssertEqual(summary["delivered"], 30)
         XCTAssertEqual(summary["clean"], true)
         await relay.stop()
     }

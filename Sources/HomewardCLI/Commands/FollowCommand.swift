@@ -16,9 +16,11 @@ struct FollowCommand: RelayCommand {
     @Argument(help: "Whose walk to follow.") var username: String?
     @Option(help: "A session id instead of a username.") var session: String?
     @Option(help: "Exit after this many positions.") var count: Int?
-    @Option(help: "Exit with status 4 if the session has not ended after this many seconds.") var timeout: Double?
+    @Option(help: "Exit with status 4 if the session has not ended after this many seconds (at most a week).") var timeout: Double?
 
     static var reconnects: Bool { true }
+
+    func validate() throws { try Deadline.validate(timeout) }
 
     func execute(in context: CommandContext) async throws {
         let watchdog = context.isInteractive ? nil : Deadline.arm(timeout, console: context.console, what: "the followed session")
@@ -116,9 +118,11 @@ struct WatchCommand: RelayCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "Exit after this many events.") var count: Int?
-    @Option(help: "Exit with status 4 after this many seconds.") var timeout: Double?
+    @Option(help: "Exit with status 4 after this many seconds (at most a week).") var timeout: Double?
 
     static var reconnects: Bool { true }
+
+    func validate() throws { try Deadline.validate(timeout) }
 
     func execute(in context: CommandContext) async throws {
         if context.isInteractive {

@@ -25,6 +25,17 @@ struct ShareCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("End the session after this many minutes (relay safety extension).", valueName: "minutes"))
         var ttl: Double?
 
+        /// Both become whole milliseconds or seconds (Int64), where infinity or NaN would trap; the relay takes at
+        /// most 7 days ahead for either.
+        func validate() throws {
+            let maxMinutes = Double(SessionOptions.maxHorizonMillis) / 60_000
+            for (option, minutes) in [("--check-in", checkIn), ("--ttl", ttl)] {
+                if let minutes, !(minutes > 0 && minutes <= maxMinutes) {
+                    throw ValidationError("\(option) must be more than 0 and at most \(Int(maxMinutes)) minutes (7 days)")
+                }
+            }
+        }
+
         func execute(in context: CommandContext) async throws {
             let invitees = NameList.parse(invite)
             var options = SessionOptions(invite: invitees.isEmpty ? nil : invitees, note: note)

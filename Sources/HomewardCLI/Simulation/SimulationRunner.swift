@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import HomewardClient
 import HomewardProtocol
+import Logging
 import NIOCore
 import NIOPosix
 
@@ -35,6 +36,11 @@ final class SimulationRunner: Sendable {
         let client: RelayClient
     }
 
+    /// One participant's connection, logging as every command does (`HOMEWARD_LOG`), not on stderr by default.
+    private func client() throws(RelayClientError) -> RelayClient {
+        try RelayClient(configuration: configuration, eventLoopGroup: group, logger: CommandContext.clientLogger())
+    }
+
     func run() async throws(CLIError) -> SimulationReport {
         let started = ContinuousClock.now
         let status = Task { await showStatus(started: started) }
@@ -44,10 +50,9 @@ final class SimulationRunner: Sendable {
         var watchers: [Participant] = []
         do {
             for walker in 0..<plan.walkers {
-                walkers.append(Participant(name: plan.walkerName(walker), client: try RelayClient(configuration: configuration, eventLoopGroup: group)))
+                walkers.append(Participant(name: plan.walkerName(walker), client: try client()))
                 for watcher in 0..<plan.watchersPerWalker {
-                    watchers.append(Participant(name: plan.watcherName(walker, watcher),
-                                                client: try RelayClient(configuration: configuration, eventLoopGroup: group)))
+                    watchers.append(Participant(name: plan.watcherName(walker, watcher), client: try client()))
                 }
             }
         } catch {
@@ -94,14 +99,14 @@ final class SimulationRunner: Sendable {
     // MARK: Phases
 
     private func setUp(walkers: [Participant], watchers: [Participant], everyone: [Participant]) async throws(CLIError) {
-        phase.set("connecting")
+        // Each connection signs up as soon as it is open, so at most --concurrency of them are ever waiting to sign
+        // in: a relay closes connections past its --max-unauthenticated-per-address (64) from one address, and any
+        // left unsigned for its --auth-timeout (10 s), which all of them opened first and then registered would meet.
+        phase.set("connecting and registering")
+        let signedUp = LockedCounter()
         try await forEach(everyone, limit: plan.setupConcurrency) { participant in
             try await participant.client.connect()
             self.connected.add(1)
-        }
-        phase.set("registering")
-        let signedUp = LockedCounter()
-        try await forEach(everyone, limit: plan.setupConcurrency) { participant in
             _ = try await participant.client.register(username: participant.name, password: self.plan.password)
             self.phase.set("registering \(signedUp.add(1))/\(everyone.count)")
         }

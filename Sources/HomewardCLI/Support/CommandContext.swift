@@ -71,6 +71,13 @@ final class CommandContext: Sendable {
         return Connection(endpoint: endpoint, trust: trust, relayURL: endpoint.url, caPath: caPath.map(Self.absolute))
     }
 
+    /// The client library's log: quiet unless `HOMEWARD_LOG` names a level (docs/cli.md).
+    static func clientLogger() -> Logger {
+        var logger = Logger(label: "homeward.cli")
+        logger.logLevel = Environment.value("HOMEWARD_LOG").flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return logger
+    }
+
     static func absolute(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
         return FileManager.default.currentDirectoryPath + "/" + path
@@ -92,11 +99,9 @@ final class CommandContext: Sendable {
         let connection = try resolveConnection(options, profile: profile)
         var configuration = RelayClientConfiguration(endpoint: connection.endpoint, trust: connection.trust)
         configuration.reconnect = reconnect ? ReconnectPolicy() : .disabled
-        var logger = Logger(label: "homeward.cli")
-        logger.logLevel = Environment.value("HOMEWARD_LOG").flatMap(Logger.Level.init(rawValue:)) ?? .critical
         let client: RelayClient
         do {
-            client = try RelayClient(configuration: configuration, logger: logger)
+            client = try RelayClient(configuration: configuration, logger: clientLogger())
         } catch {
             throw CLIError(error)
         }

@@ -49,14 +49,20 @@ final class OptionPrecedenceTests: XCTestCase {
         XCTAssertFalse(output.contains("HOMEWARD_PORT"), output)
     }
 
-    func testHelpNamesTheVariableOfEveryOptionAndItsDefault() throws {
+    /// The options `--help` lists, without their dashes.
+    private func optionsInHelp() throws -> (options: [String], output: String) {
         let (status, output) = try runRelayToEnd(["--help"])
         XCTAssertEqual(status, 0)
-        let text = output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         let options = output.split(separator: "\n").compactMap { line -> String? in
             guard line.hasPrefix("  --") else { return nil }
             return String(line.dropFirst(4).prefix { $0.isLetter || $0.isNumber || $0 == "-" })
         }
+        return (options, output)
+    }
+
+    func testHelpNamesTheVariableOfEveryOptionAndItsDefault() throws {
+        let (options, output) = try optionsInHelp()
+        let text = output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         XCTAssertGreaterThan(options.count, 40, output)
         for option in options {
             let variable = "HOMEWARD_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
@@ -66,6 +72,21 @@ final class OptionPrecedenceTests: XCTestCase {
                       "[env: HOMEWARD_TOKEN_LIFETIME] [default: 30]", "[env: HOMEWARD_LOST_CONTACT_GRACE] [default: 60]",
                       "[env: HOMEWARD_LOG_LEVEL] [default: info]", "[env: HOMEWARD_MAX_PUSH_SUBSCRIPTIONS] [default: 10]"] {
             XCTAssertTrue(text.contains(shown), "\(shown): \(output)")
+        }
+    }
+
+    /// An operator configures from deploy/: its README's table and relay.env.example name every option `--help` lists.
+    func testTheDeployDocsNameEveryOption() throws {
+        let (options, output) = try optionsInHelp()
+        XCTAssertGreaterThan(options.count, 40, output)
+        let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("deploy")
+        let readme = try String(contentsOf: deploy.appendingPathComponent("README.md"), encoding: .utf8)
+        let example = try String(contentsOf: deploy.appendingPathComponent("relay.env.example"), encoding: .utf8)
+        for option in options where option != "help" {
+            XCTAssertTrue(readme.contains("| `--\(option)`") || readme.contains(", `--\(option)`"), "deploy/README.md's table lacks --\(option)")
+            let variable = "HOMEWARD_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
+            XCTAssertTrue(example.contains("#\(variable)="), "deploy/relay.env.example lacks \(variable)")
         }
     }
 }
