@@ -16,8 +16,8 @@ struct BenchCommand: AsyncParsableCommand {
 }
 
 struct CommonOptions: ParsableArguments {
-    @Option(help: "homeward, homeward-openssl and homeward-nio-ssl (one relay on that TLS library, --tls-backend), homeward-pg (one relay on PostgreSQL), homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto; for writes: the three homeward ones), or a comma-separated list.")
-    var broker = "all"
+    @Option(help: "homeward, homeward-openssl and homeward-nio-ssl (one relay on that TLS library, --tls-backend), homeward-pg (one relay on PostgreSQL), homeward-cluster (three relays on PostgreSQL and NATS), nats, mosquitto, all (homeward, nats, mosquitto; for writes: the three homeward ones), or a comma-separated list. [default: all; smoke: homeward, the only one it runs]")
+    var broker: String?
 
     @Flag(help: "Print the report as JSON instead of Markdown tables.")
     var json = false
@@ -49,8 +49,11 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("source-addresses"), help: "Client source addresses 127.0.0.1...127.0.0.N, used round-robin.")
     var sourceAddresses = 4
 
+    /// No --broker, or --broker all.
+    var allBrokers: Bool { (broker ?? "all") == "all" }
+
     var brokers: [String] {
-        if broker == "all" { return ["homeward", "nats", "mosquitto"] }
+        guard let broker, !allBrokers else { return ["homeward", "nats", "mosquitto"] }
         return broker.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
     }
 
@@ -223,7 +226,7 @@ extension BenchCommand {
 
         func run() async throws {
             let config = try fanout.config()
-            try await common.run(brokers: fanout.quick && common.broker == "all" ? ["homeward"] : nil) { run, report in
+            try await common.run(brokers: fanout.quick && common.allBrokers ? ["homeward"] : nil) { run, report in
                 report.fanoutConfig = config
                 for driver in run.drivers { report.fanout.append(try await FanoutScenario.run(driver, config)) }
             }
@@ -287,7 +290,7 @@ extension BenchCommand {
 
         func run() async throws {
             let config = writes.config()
-            let brokers = common.broker == "all" ? ["homeward", "homeward-pg", "homeward-cluster"] : common.brokers
+            let brokers = common.allBrokers ? ["homeward", "homeward-pg", "homeward-cluster"] : common.brokers
             guard brokers.allSatisfy({ $0.hasPrefix("homeward") }) else { throw ValidationError("writes runs only homeward brokers") }
             try await common.run(brokers: brokers, postgresDelay: .microseconds(Int64(writes.pgDelayMs * 1000))) { run, report in
                 report.writesConfig = config
@@ -332,6 +335,13 @@ extension BenchCommand {
         static let configuration = CommandConfiguration(
             abstract: "A few seconds against Homeward only, every scenario tiny; fails if anything was not delivered. For CI.")
         @OptionGroup var common: CommonOptions
+
+        /// The smoke runs one relay on SQLite: any other --broker would be ignored, so it is refused.
+        func validate() throws {
+            if let broker = common.broker, broker != "homeward" {
+                throw ValidationError("smoke runs Homeward only; leave out --broker (or give --broker homeward), not --broker \(broker)")
+            }
+        }
 
         func run() async throws {
             var config = FanoutConfig()

@@ -22,6 +22,9 @@ final class BenchFlagTests: XCTestCase {
         try expectUsageError("homeward-bench", ["fanout", "--broker", "homeward", "--threads", "0"], "--threads must be 1 to 256")
         try expectUsageError("homeward-bench", ["idle", "--broker", "homeward", "--counts", "0"], "--counts must list positive numbers")
         try expectUsageError("homeward-bench", ["codec", "--rounds", "0"], "--rounds must be more than 0")
+        // The smoke runs one relay on SQLite: a broker it would ignore is refused.
+        try expectUsageError("homeward-bench", ["smoke", "--broker", "nats"],
+                             "smoke runs Homeward only; leave out --broker (or give --broker homeward), not --broker nats")
     }
 
     func testHomewardCacheBenchRefusesWhatItCannotRun() throws {
