@@ -250,6 +250,17 @@ final class CLIEndToEndTests: XCTestCase {
             XCTAssertEqual(refused.status, 64, "\(arguments): \(refused.stderr)")
             XCTAssertTrue(refused.stderr.contains("Error: \(message)"), "\(arguments): \(refused.stderr)")
         }
+        // Coordinates are checked before connecting: a relay where nothing listens does not hide the usage error.
+        let nowhere = ["--relay", "wss://127.0.0.1:1", "--profile", "cat"]
+        for (arguments, message) in [(["pos", "91,0"], "expected LAT,LON, e.g. 57.7089,11.9746"),
+                                     (["pos", "57.7,11.9", "--hdg", "400"], "hdg"),
+                                     (["walk", "--from", "57.7,11.9", "--to", "x"], "--from and --to must be LAT,LON"),
+                                     (["walk", "--from", "57.7,11.9", "--to", "57.7,11.91", "--panic-at", "100000"],
+                                      "--panic-at must be a step from 0 to")] {
+            let refused = try await cli.run(arguments + nowhere)
+            XCTAssertEqual(refused.status, 64, "\(arguments): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("Error: ") && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
+        }
 
         // The profile file holds the token and is readable by its owner only.
         let attributes = try FileManager.default.attributesOfItem(atPath: cli.configDirectory + "/profiles/cat.json")

@@ -15,16 +15,24 @@ struct PosCommand: RelayCommand {
     @Option(help: "Heading in degrees, [0, 360).") var hdg: Double?
     @Option(help: "Battery percentage.") var batt: Double?
 
-    func execute(in context: CommandContext) async throws {
+    /// Checked while the arguments are parsed, before connecting: a connection error must not hide a typo.
+    func validate() throws {
+        do { _ = try position() } catch { throw ValidationError(error.message) }
+    }
+
+    /// The position to send, checked with the relay's own rules.
+    func position() throws(CLIError) -> Position {
         guard let point = Coordinate(parsing: coordinate) else { throw CLIError.usage("expected LAT,LON, e.g. 57.7089,11.9746") }
         var members: [(String, JSONValue)] = [("lat", .number(point.lat)), ("lon", .number(point.lon))]
         for (key, value) in [("acc", acc), ("alt", alt), ("spd", spd), ("hdg", hdg), ("batt", batt)] {
             if let value { members.append((key, .number(value))) }
         }
         members.append(("ts", .int(HumanFormat.nowMillis())))
-        // Checked here with the relay's own rules, so a typo is a usage error before any network.
-        let position: Position
-        do { position = try Position(from: .object(members), now: 0) } catch { throw CLIError(error) }
+        do { return try Position(from: .object(members), now: 0) } catch { throw CLIError(error) }
+    }
+
+    func execute(in context: CommandContext) async throws {
+        let position = try position()
         try await context.call { () async throws(RelayClientError) in try await context.client.sendAcknowledged(position) }
         context.console.emit("sent \(HumanFormat.coordinate(position.lat, position.lon)) \(HumanFormat.details(position))",
                              json: .object([("type", "pos.sent")] + position.jsonMembers()))

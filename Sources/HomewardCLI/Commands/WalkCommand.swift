@@ -38,6 +38,20 @@ struct WalkCommand: RelayCommand {
         guard speed > 0, speed.isFinite else { throw ValidationError("--speed must be positive") }
         guard interval >= 0.01, interval.isFinite else { throw ValidationError("--interval must be at least 0.01 s") }
         guard accuracy >= 0, accuracy.isFinite else { throw ValidationError("--accuracy must be 0 or more") }
+        // A straight line needs no file: its points and --panic-at are checked before connecting, where a
+        // connection error would hide them.
+        if gpx == nil {
+            do { _ = try steps(along: route()) } catch { throw ValidationError(error.message) }
+        }
+    }
+
+    /// The route's steps at --speed and --interval; --panic-at must name one of them.
+    func steps(along route: Route) throws(CLIError) -> [RouteStep] {
+        let steps = route.steps(speed: speed, interval: interval)
+        if let panicAt, !(0..<steps.count).contains(panicAt) {
+            throw CLIError.usage("--panic-at must be a step from 0 to \(steps.count - 1)")
+        }
+        return steps
     }
 
     func route() throws(CLIError) -> Route {
@@ -58,10 +72,7 @@ struct WalkCommand: RelayCommand {
 
     func execute(in context: CommandContext) async throws {
         let route = try route()
-        let steps = route.steps(speed: speed, interval: interval)
-        if let panicAt, !(0..<steps.count).contains(panicAt) {
-            throw CLIError.usage("--panic-at must be a step from 0 to \(steps.count - 1)")
-        }
+        let steps = try steps(along: route)
         let walk = SimulatedWalk(steps: steps, speed: speed, interval: interval,
                                  noise: GPSNoise(accuracy: accuracy, seed: seed ?? UInt64.random(in: 0...UInt64.max)))
         let startedSession = share ? try await shareIfNeeded(in: context) : nil
