@@ -74,8 +74,10 @@ struct RelayCoreService: Service, CustomStringConvertible {
                                 testNoticeDelay: config.testNoticeDelay, releaseFreedMemory: { FreedMemory.release() })
             }
         } catch where Task.isShuttingDownGracefully {
-            // Whatever the interrupted load threw (a cancellation, or the store's word for one), the stop was asked for.
-            logger.info("stopped before the relay had loaded", metadata: ["error": "\(error)"])
+            // Whatever the interrupted load threw (a cancellation, or the store's word for one), the stop was asked
+            // for: not an error for the operator, who sees the one that stopped the relay (a port in use) alone.
+            logger.info("stopped before the relay had loaded")
+            logger.debug("the interrupted load threw", metadata: ["error": "\(error)"])
             return nil
         }
         try await relay.startBus()

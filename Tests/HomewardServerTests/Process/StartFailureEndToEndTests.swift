@@ -16,4 +16,17 @@ final class StartFailureEndToEndTests: XCTestCase {
         let problems = await log.lines(atLeast: .warning)
         XCTAssertEqual(problems, [], "no task scheduled on a closed event loop, no other complaint")
     }
+
+    /// The relay's load, interrupted by the stop the metrics listener's failure asks for, is no error of its own.
+    func testAMetricsPortInUseIsTheOnlyErrorTheOperatorSees() async throws {
+        let occupant = try await RelayProcess.start()
+        addTeardownBlock { occupant.stop() }
+        let (status, log) = try await runRelayUntilItExits(["--port", "0", "--metrics-listen", "127.0.0.1:\(try occupant.port)"])
+        let lines = await log.allLines
+        XCTAssertEqual(status, 1, lines.joined(separator: "\n"))
+        let errors = lines.filter { $0.localizedCaseInsensitiveContains("error") }
+        XCTAssertEqual(errors.count, 1, "only the port's error: \(errors)")
+        XCTAssertTrue(errors.first?.contains("cannot listen on 127.0.0.1:") == true
+                      && errors.first?.contains("already in use") == true, "\(errors)")
+    }
 }
