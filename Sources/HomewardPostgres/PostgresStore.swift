@@ -78,8 +78,13 @@ public final class PostgresStore: RelayStore {
         // while an operator starting the relay needs the reason.
         let configuration = try connectionConfiguration(location, timeouts)
         do {
-            let connection = try await withDeadline(timeouts.connect, operation: "connect") {
-                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            let connection: PostgresConnection
+            do {
+                connection = try await withDeadline(timeouts.connect, operation: "connect") {
+                    try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                }
+            } catch {
+                throw PostgresStoreError.connectFailure(error, location: location)
             }
             do {
                 // Migrating happens once, at start-up, and may wait for another relay's migration

@@ -5,6 +5,8 @@ import NIOCore
 public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
     case cannotCreateDataDirectory(path: String, reason: String)
     case cannotOpenDatabase(path: String, reason: String)
+    /// The first connection to the PostgreSQL server of `--store` failed (refused, authentication, timeout).
+    case cannotConnectDatabase(server: String, reason: String)
     case cannotListen(host: String, port: Int, reason: String)
     case cannotLoadWebApp(reason: String)
     case cannotConnectBus(String, reason: String)
@@ -21,6 +23,8 @@ public enum RelayStartupError: Error, CustomStringConvertible, Sendable {
             return "cannot create the data directory \(path): \(reason)"
         case .cannotOpenDatabase(let path, let reason):
             return "cannot open the database \(path): \(reason)"
+        case .cannotConnectDatabase(let server, let reason):
+            return "cannot connect to PostgreSQL at \(server) (--store): \(reason)"
         case .cannotListen(let host, let port, let reason):
             return "cannot listen on \(host):\(port): \(reason)"
         case .cannotLoadWebApp(let reason):

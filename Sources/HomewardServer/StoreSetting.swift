@@ -63,6 +63,10 @@ struct OpenedStore: Sendable {
             do {
                 let store = try await PostgresStore.prepare(location, timeouts: configuration.postgresTimeouts, logger: logger)
                 return OpenedStore(store: store, pool: PostgresPoolService(store: store))
+            } catch let PostgresStoreError.cannotConnect(server, reason, detail) {
+                // One line says what failed; the driver's words are there for whoever turns on debug.
+                logger.debug("cannot connect to PostgreSQL", metadata: ["server": "\(server)", "detail": "\(detail)"])
+                throw RelayStartupError.cannotConnectDatabase(server: server, reason: reason)
             } catch {
                 throw RelayStartupError.cannotOpenDatabase(path: location.description, reason: "\(error)")
             }

@@ -172,7 +172,7 @@ package final class PostgresServer: Sendable {
     }
 
     /// A loopback port nobody listens on right now.
-    private static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw TestFailure("socket() failed") }
         defer { close(socket) }

@@ -82,11 +82,15 @@ final class PostgresRelayEndToEndTests: EndToEndTestCase {
 
     func testUnreachablePostgresIsAClearStartupError() async throws {
         let server = try await server()
-        // A database that does not exist on a running server, then a port nobody listens on.
+        // A database that does not exist on a running server, a user it does not know, then a port nobody listens on.
         let missing = server.location(database: "no_such_database")
+        var stranger = server.location(database: "postgres")
+        stranger.username = "no_such_user"
         var closed = missing
         closed.port = 1
-        for (location, expected) in [(missing, "no_such_database"), (closed, "PostgreSQL")] {
+        for (location, expected) in [(missing, "database \"no_such_database\" does not exist"),
+                                     (stranger, "authentication failed for user no_such_user"),
+                                     (closed, "connection refused")] {
             let clock = ContinuousClock()
             let started = clock.now
             do {
@@ -94,9 +98,10 @@ final class PostgresRelayEndToEndTests: EndToEndTestCase {
                 await relay.stop()
                 XCTFail("the relay started without its database at \(location)")
             } catch let error as RelayStartupError {
-                guard case .cannotOpenDatabase(let path, _) = error else { return XCTFail("unexpected \(error)") }
-                XCTAssertEqual(path, location.description)
+                guard case .cannotConnectDatabase(let server, _) = error else { return XCTFail("unexpected \(error)") }
+                XCTAssertEqual(server, "\(location.host):\(location.port)")
                 XCTAssertTrue(error.description.contains(expected), error.description)
+                XCTAssertFalse(error.description.contains("\n"), "one line: \(error.description)")
             }
             XCTAssertLessThan(clock.now - started, .seconds(5), "no hang on \(location)")
         }

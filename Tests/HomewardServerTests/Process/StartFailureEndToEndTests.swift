@@ -1,4 +1,5 @@
 import Foundation
+import HomewardPostgresTestSupport
 import HomewardTestSupport
 import XCTest
 
@@ -28,5 +29,16 @@ final class StartFailureEndToEndTests: XCTestCase {
         XCTAssertEqual(errors.count, 1, "only the port's error: \(errors)")
         XCTAssertTrue(errors.first?.contains("cannot listen on 127.0.0.1:") == true
                       && errors.first?.contains("already in use") == true, "\(errors)")
+    }
+
+    /// A PostgreSQL server that cannot be reached is one line naming it and why, not the driver's description.
+    func testAPostgreSQLServerThatRefusesSaysSoInOneLine() async throws {
+        let closedPort = try PostgresServer.freePort()
+        let (status, log) = try await runRelayUntilItExits(["--port", "0", "--store", "postgres://hw:secret@127.0.0.1:\(closedPort)/hw"])
+        let lines = await log.allLines
+        XCTAssertEqual(status, 1, lines.joined(separator: "\n"))
+        let errors = lines.filter { $0.hasPrefix("Error: ") }
+        XCTAssertEqual(errors, ["Error: cannot connect to PostgreSQL at 127.0.0.1:\(closedPort) (--store): "
+                                    + "connection refused (is PostgreSQL running and listening on that port?)"], "\(lines)")
     }
 }
