@@ -40,9 +40,11 @@ extension Relay {
     /// (`RelayState+UnheardOwners.swift`). At start, after a whole read-back, when a shard is released, when users are
     /// unfollowed, and after other relays' commits were applied. Not an owner whose entities name a resident (followed
     /// anyway, `followOwners`). Taking a shard reads the store (`takeTimerShards`), which brings its owners' back.
-    func dropUnheardOwners(among candidates: Set<String>? = nil) {
+    /// `candidates` is worked out only on such a cache: a whole cache, the default, applies every commit of the
+    /// cluster and must not pay for it.
+    func dropUnheardOwners(among candidates: @autoclosure () -> Set<String>? = nil) {
         guard followsUsers else { return }
-        let unheard = (candidates ?? state.activeOwners()).filter { !cluster.followed.contains($0) && !timerShards.owns($0) }
+        let unheard = (candidates() ?? state.activeOwners()).filter { !cluster.followed.contains($0) && !timerShards.owns($0) }
         guard !unheard.isEmpty else { return }
         let dropped = unheard.subtracting(state.ownersNamedByResidents(among: unheard))
         guard !dropped.isEmpty else { return }
